@@ -1,0 +1,1 @@
+//! Scene builders for contactlab.

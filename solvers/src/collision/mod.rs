@@ -1,0 +1,78 @@
+//! Collision detection: a broad phase over geom pairs honoring the filters, parry3d-f64 contact
+//! manifolds for the narrow phase, and their conversion to [`Contact`] points in MuJoCo's
+//! conventions (spec `soft_convex_and_signorini.md` §A7).
+//!
+//! Conventions of a [`Contact`]:
+//! * `geoms[0]` has the lower shape type in MuJoCo's order (plane < hfield < sphere < capsule <
+//!   ellipsoid < cylinder < box < mesh); the normal `n` points from `geoms[0]` into `geoms[1]`.
+//! * `frame` rows are `(n, t1, t2)`, built as MuJoCo's `mju_makeFrame`.
+//! * `gap` is the signed distance between the surfaces (m), negative in penetration.
+//! * `point` is midway between the two surface points (m, world).
+
+use nalgebra::Matrix3;
+
+use crate::model::Vec3;
+
+/// The material of a contact, mixed from its two geoms.
+///
+/// MuJoCo's rules (spec §A7 "Mixing") give `friction`, `condim`, `solref`, `solimp`; the
+/// penalty law (spec ncp_fb §4.1) takes the arithmetic mean of `ke, kd, kf, ka` and of the
+/// sliding friction, kept separately in `penalty_mu`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MixedMaterial {
+    /// Friction (tangent1, tangent2, torsional m, rolling1 m, rolling2 m): element-wise max.
+    pub friction: [f64; 5],
+    /// Contact dimensionality: max of the two.
+    pub condim: u8,
+    /// solref mixed by solmix weight (or element-wise min in direct format).
+    pub solref: [f64; 2],
+    /// solimp mixed by solmix weight.
+    pub solimp: [f64; 5],
+    /// Sum of the geoms' margins (m).
+    pub margin: f64,
+    /// Sum of the geoms' gaps (m).
+    pub gap: f64,
+    /// Mean penalty stiffness (N/m).
+    pub ke: f64,
+    /// Mean penalty damping (N s/m).
+    pub kd: f64,
+    /// Mean penalty viscous friction (N s/m).
+    pub kf: f64,
+    /// Mean adhesion distance (m).
+    pub ka: f64,
+    /// Mean sliding friction coefficient (penalty law).
+    pub penalty_mu: f64,
+}
+
+/// One contact point between two geoms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Contact {
+    /// The two geoms (see the module doc for the order).
+    pub geoms: [usize; 2],
+    /// The bodies of the two geoms.
+    pub bodies: [usize; 2],
+    /// Contact point, midway between the surfaces (m, world).
+    pub point: Vec3,
+    /// Rows `(n, t1, t2)`, world frame; n from geoms[0] to geoms[1].
+    pub frame: Matrix3<f64>,
+    /// Signed distance (m), negative in penetration.
+    pub gap: f64,
+    /// Mixed material.
+    pub material: MixedMaterial,
+}
+
+impl Contact {
+    /// The contact normal (first frame row), pointing from geoms[0] to geoms[1].
+    pub fn normal(&self) -> Vec3 {
+        self.frame.row(0).transpose()
+    }
+}
+
+/// All contacts between geoms at the placement `kin` (see the module doc for conventions).
+///
+/// Pairs are filtered by contype/conaffinity, by body (no contact within a body or between a
+/// body and its parent, unless the parent is the world), and reported when the signed distance
+/// is at most `margin + gap` of the mixed material (MuJoCo ≥ 3.9, spec §A7).
+pub fn detect(_model: &crate::model::Model, _kin: &crate::kinematics::Kinematics) -> Vec<Contact> {
+    unimplemented!("collision detection is being written")
+}

@@ -1,0 +1,20 @@
+//! # contactlab-solvers
+//!
+//! The physics of contactlab: a rigid-body model in generalized coordinates with MuJoCo's
+//! conventions ([`model`]), forward kinematics and Jacobians ([`kinematics`]), the equations of
+//! motion ([`dynamics`]), collision detection through parry3d-f64 ([`collision`]), the
+//! constraint rows shared by formulations ([`constraint`]), and the interchangeable contact
+//! formulations behind one trait ([`formulation`]).
+//!
+//! Nothing here knows about files, YAML or plots (see DESIGN.md, "Layout").
+
+pub mod collision;
+pub mod dynamics;
+pub mod formulation;
+pub mod geometry;
+pub mod kinematics;
+pub mod model;
+pub mod penalty;
+
+pub use formulation::{ContactRecord, Formulation, StepReport, FORMULATIONS};
+pub use model::{Model, ModelError, ModelParts, State};

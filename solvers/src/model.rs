@@ -1,0 +1,688 @@
+//! The static description of a mechanical system ([`Model`]) and its dynamic state ([`State`]).
+//!
+//! Conventions follow MuJoCo (documentation, "Overview > Computation" and `mjmodel.h`) so that
+//! trajectories compare number for number:
+//!
+//! * SI units throughout; gravity along −z by default.
+//! * Quaternions are scalar first `(w, x, y, z)` in `qpos`.
+//! * Bodies form a tree rooted at body 0, the world. A body's frame is placed relative to its
+//!   parent by `pos`/`quat`, then moved by its joints in order.
+//! * Joints and their coordinates:
+//!
+//!   | kind  | nq | nv | qpos                          | qvel                                          |
+//!   |-------|----|----|-------------------------------|-----------------------------------------------|
+//!   | free  | 7  | 6  | world position, quaternion    | world-frame linear velocity of the body origin, body-frame angular velocity |
+//!   | ball  | 4  | 3  | quaternion (child rel. parent)| body-frame angular velocity                   |
+//!   | hinge | 1  | 1  | angle (rad) from `reference`  | angular rate (rad/s)                          |
+//!   | slide | 1  | 1  | displacement (m) from `reference` | rate (m/s)                                |
+//!
+//! A [`Model`] is only constructed through [`Model::new`], which validates every element and
+//! returns a [`ModelError`] naming the first bad one; a model that exists is therefore valid.
+
+use nalgebra::{DVector, UnitQuaternion, Vector3};
+use serde::{Deserialize, Serialize};
+
+use crate::geometry::GeomShape;
+
+/// A 3-vector in metres, newtons, etc.; the frame is stated where it is used.
+pub type Vec3 = Vector3<f64>;
+/// A unit quaternion (rotation). Stored scalar first in `qpos`.
+pub type Quat = UnitQuaternion<f64>;
+
+/// Errors found while validating a model. Each variant names the element (by kind and name).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// A body's mass is negative, zero with a non-zero inertia, or not finite.
+    #[error("body '{body}': mass {mass} is invalid (must be finite and >= 0)")]
+    BadMass { body: String, mass: f64 },
+    /// A principal inertia is negative, not finite, or violates the triangle inequality.
+    #[error("body '{body}': inertia {inertia:?} is invalid ({why})")]
+    BadInertia { body: String, inertia: [f64; 3], why: &'static str },
+    /// A body refers to a parent that does not come before it.
+    #[error("body '{body}': parent index {parent} must refer to an earlier body")]
+    BadParent { body: String, parent: usize },
+    /// A joint axis has (near) zero length or is not finite.
+    #[error("joint '{joint}': axis {axis:?} has zero length or is not finite")]
+    ZeroAxis { joint: String, axis: [f64; 3] },
+    /// A joint range has min > max or non-finite bounds.
+    #[error("joint '{joint}': range [{min}, {max}] is invalid (need finite min <= max)")]
+    BadRange { joint: String, min: f64, max: f64 },
+    /// A free joint that is not the only joint of a root-level body.
+    #[error("joint '{joint}': a free joint must be the only joint of its body")]
+    BadFreeJoint { joint: String },
+    /// A geometric size is zero, negative or not finite.
+    #[error("geom '{geom}': {what} {value} must be finite and > 0")]
+    BadSize { geom: String, what: &'static str, value: f64 },
+    /// A mesh or height field is malformed.
+    #[error("geom '{geom}': {why}")]
+    BadMesh { geom: String, why: String },
+    /// A material parameter is out of its domain.
+    #[error("{element}: {what} = {value} is invalid ({why})")]
+    BadParameter { element: String, what: &'static str, value: f64, why: &'static str },
+    /// A reference to a body, joint or geom index that does not exist.
+    #[error("{element}: refers to {what} index {index}, but there are only {count}")]
+    BadIndex { element: String, what: &'static str, index: usize, count: usize },
+    /// Two elements of the same kind share a name.
+    #[error("{kind} name '{name}' is used twice")]
+    DuplicateName { kind: &'static str, name: String },
+}
+
+/// Global simulation options (MuJoCo `<option>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Options {
+    /// Default timestep h (s); formulations may be stepped with any h.
+    pub timestep: f64,
+    /// Gravitational acceleration (m/s², world frame). Default (0, 0, −9.81).
+    pub gravity: Vec3,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { timestep: 0.002, gravity: Vec3::new(0.0, 0.0, -9.81) }
+    }
+}
+
+/// A rigid body: where it sits in the tree, its inertia, and the joints that move it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    /// Unique name.
+    pub name: String,
+    /// Index of the parent body; body 0 (the world) is its own parent.
+    pub parent: usize,
+    /// Position of the body frame in the parent frame (m), before joints act.
+    pub pos: Vec3,
+    /// Orientation of the body frame in the parent frame, before joints act.
+    pub quat: Quat,
+    /// Mass (kg), ≥ 0. Zero only for massless bodies with zero inertia.
+    pub mass: f64,
+    /// Centre of mass in the body frame (m) (MuJoCo `ipos`).
+    pub com: Vec3,
+    /// Orientation of the principal axes in the body frame (MuJoCo `iquat`).
+    pub inertia_frame: Quat,
+    /// Principal moments of inertia about the COM (kg m²) (MuJoCo `diaginertia`).
+    pub inertia: Vec3,
+    /// Indices into [`Model::joints`] of this body's joints, in order of application.
+    pub joints: Vec<usize>,
+}
+
+/// The kind of a joint; see the module table for coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JointKind {
+    /// Six degrees of freedom.
+    Free,
+    /// Three rotational degrees of freedom about `pos`.
+    Ball,
+    /// Rotation about `axis` through `pos`.
+    Hinge,
+    /// Translation along `axis`.
+    Slide,
+}
+
+impl JointKind {
+    /// Number of position coordinates.
+    pub const fn nq(self) -> usize {
+        match self {
+            JointKind::Free => 7,
+            JointKind::Ball => 4,
+            JointKind::Hinge | JointKind::Slide => 1,
+        }
+    }
+    /// Number of velocity coordinates (degrees of freedom).
+    pub const fn nv(self) -> usize {
+        match self {
+            JointKind::Free => 6,
+            JointKind::Ball => 3,
+            JointKind::Hinge | JointKind::Slide => 1,
+        }
+    }
+}
+
+/// A joint between a body and its parent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Joint {
+    /// Unique name.
+    pub name: String,
+    /// Kind (free, ball, hinge, slide).
+    pub kind: JointKind,
+    /// The body this joint moves.
+    pub body: usize,
+    /// Anchor in the body frame (m); ignored by free joints.
+    pub pos: Vec3,
+    /// Unit axis in the body frame (hinge, slide); normalized by [`Model::new`].
+    pub axis: Vec3,
+    /// Limits `(min, max)` in rad or m (hinge, slide), or the maximum rotation angle `(0, max)`
+    /// in rad (ball). `None`: unlimited.
+    pub range: Option<(f64, f64)>,
+    /// Viscous damping per dof (N m s/rad or N s/m), ≥ 0.
+    pub damping: f64,
+    /// Armature (rotor inertia) added to the mass matrix diagonal (kg m² or kg), ≥ 0.
+    pub armature: f64,
+    /// Dry friction loss per dof (N m or N), ≥ 0.
+    pub frictionloss: f64,
+    /// Spring stiffness towards `springref` (N m/rad or N/m), ≥ 0; hinge and slide only.
+    pub stiffness: f64,
+    /// Spring rest position (rad or m); hinge and slide only.
+    pub springref: f64,
+    /// Reference position: the qpos at which the body sits at its `pos`/`quat` (MuJoCo `ref`).
+    pub reference: f64,
+    /// Address of the first coordinate in `qpos` (set by [`Model::new`]).
+    pub qpos_adr: usize,
+    /// Address of the first dof in `qvel` (set by [`Model::new`]).
+    pub dof_adr: usize,
+}
+
+impl Joint {
+    /// A joint with MuJoCo's defaults: no limits, damping, armature, friction loss or spring.
+    pub fn new(name: impl Into<String>, kind: JointKind, body: usize) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            body,
+            pos: Vec3::zeros(),
+            axis: Vec3::z(),
+            range: None,
+            damping: 0.0,
+            armature: 0.0,
+            frictionloss: 0.0,
+            stiffness: 0.0,
+            springref: 0.0,
+            reference: 0.0,
+            qpos_adr: 0,
+            dof_adr: 0,
+        }
+    }
+}
+
+/// Contact material of one geom; two geoms' materials are mixed per contact
+/// (see [`crate::collision::mix_materials`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContactMaterial {
+    /// Friction coefficients (sliding μ [-], torsional [m], rolling [m]) (MuJoCo `friction`).
+    pub friction: [f64; 3],
+    /// Contact dimensionality: 1 (frictionless), 3 (sliding), 4 (+torsion), 6 (+rolling).
+    pub condim: u8,
+    /// Soft-constraint reference (time constant s, damping ratio) or direct (−stiffness, −damping).
+    pub solref: [f64; 2],
+    /// Impedance (d0, dmax, width m, midpoint, power).
+    pub solimp: [f64; 5],
+    /// Distance (m) below which contacts become active constraints (MuJoCo `margin`).
+    pub margin: f64,
+    /// Subtracted from margin for activation (MuJoCo `gap`, m).
+    pub gap: f64,
+    /// Mixing priority (higher wins).
+    pub priority: i32,
+    /// Mixing weight for solref/solimp.
+    pub solmix: f64,
+    /// Penalty normal stiffness (N/m).
+    pub ke: f64,
+    /// Penalty normal damping (N s/m).
+    pub kd: f64,
+    /// Penalty viscous friction coefficient (N s/m).
+    pub kf: f64,
+    /// Penalty adhesion distance (m): attraction for 0 ≤ gap < ka.
+    pub ka: f64,
+}
+
+impl Default for ContactMaterial {
+    /// MuJoCo's geom defaults (spec §A8) and warp.sim's penalty defaults (spec ncp_fb §4.4).
+    fn default() -> Self {
+        Self {
+            friction: [1.0, 0.005, 1e-4],
+            condim: 3,
+            solref: [0.02, 1.0],
+            solimp: [0.9, 0.95, 0.001, 0.5, 2.0],
+            margin: 0.0,
+            gap: 0.0,
+            priority: 0,
+            solmix: 1.0,
+            ke: 1e5,
+            kd: 1e3,
+            kf: 1e3,
+            ka: 0.0,
+        }
+    }
+}
+
+/// A collision geometry attached to a body.
+#[derive(Debug, Clone)]
+pub struct Geom {
+    /// Unique name.
+    pub name: String,
+    /// Body it is attached to (0: the world).
+    pub body: usize,
+    /// Position in the body frame (m).
+    pub pos: Vec3,
+    /// Orientation in the body frame. A plane's normal is its local +z; capsules and
+    /// cylinders lie along their local z, as in MuJoCo.
+    pub quat: Quat,
+    /// Shape and sizes.
+    pub shape: GeomShape,
+    /// Contact type bits (MuJoCo `contype`).
+    pub contype: u32,
+    /// Contact affinity bits (MuJoCo `conaffinity`). Two geoms may collide iff
+    /// `(ct1 & ca2) | (ct2 & ca1) != 0`.
+    pub conaffinity: u32,
+    /// Contact material.
+    pub material: ContactMaterial,
+}
+
+impl Geom {
+    /// A geom with default filters (contype = conaffinity = 1) and default material.
+    pub fn new(name: impl Into<String>, body: usize, shape: GeomShape) -> Self {
+        Self {
+            name: name.into(),
+            body,
+            pos: Vec3::zeros(),
+            quat: Quat::identity(),
+            shape,
+            contype: 1,
+            conaffinity: 1,
+            material: ContactMaterial::default(),
+        }
+    }
+}
+
+/// How an actuator turns its control into a joint force.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActuatorKind {
+    /// Force (or torque) = gear · u.
+    Motor,
+    /// Position servo: force = kp (u − q) − kv q̇ (MuJoCo `<position>`).
+    PositionServo { kp: f64, kv: f64 },
+    /// Velocity servo: force = kv (u − q̇) (MuJoCo `<velocity>`).
+    VelocityServo { kv: f64 },
+}
+
+/// An actuator acting on one hinge or slide joint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actuator {
+    /// Unique name.
+    pub name: String,
+    /// The (hinge or slide) joint it drives.
+    pub joint: usize,
+    /// Motor or servo, with gains.
+    pub kind: ActuatorKind,
+    /// Transmission ratio (force = gear · actuator force).
+    pub gear: f64,
+    /// Control clamp `(min, max)`; `None`: unclamped.
+    pub ctrl_range: Option<(f64, f64)>,
+    /// Actuator force clamp `(min, max)` (N or N m); `None`: unclamped.
+    pub force_range: Option<(f64, f64)>,
+}
+
+/// An equality constraint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Equality {
+    /// A point `anchor` on `body1` (its frame, m) coincides with the same world point on `body2`.
+    Connect { name: String, body1: usize, body2: usize, anchor: Vec3 },
+    /// `body1` keeps the pose relative to `body2` given by `relpose` (position m, orientation).
+    Weld { name: String, body1: usize, body2: usize, relpos: Vec3, relquat: Quat },
+    /// Joint coupling q1 = polycoef[0] + polycoef[1] q2 + ... (hinge/slide only).
+    Joint { name: String, joint1: usize, joint2: usize, polycoef: [f64; 5] },
+}
+
+impl Equality {
+    /// The constraint's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Equality::Connect { name, .. } | Equality::Weld { name, .. } | Equality::Joint { name, .. } => name,
+        }
+    }
+}
+
+/// A validated mechanical model. Build it with [`Model::new`].
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// Model name.
+    pub name: String,
+    /// Global options.
+    pub options: Options,
+    /// Bodies; index 0 is the world (no mass, no joints).
+    pub bodies: Vec<Body>,
+    /// Joints, ordered by body; addresses into qpos/qvel are assigned in this order.
+    pub joints: Vec<Joint>,
+    /// Collision geometries.
+    pub geoms: Vec<Geom>,
+    /// Actuators; the control vector `u` has one entry per actuator.
+    pub actuators: Vec<Actuator>,
+    /// Equality constraints.
+    pub equalities: Vec<Equality>,
+    /// Number of position coordinates.
+    pub nq: usize,
+    /// Number of degrees of freedom.
+    pub nv: usize,
+    /// Joint of each dof, length nv.
+    pub dof_joint: Vec<usize>,
+    /// Body moved by each dof, length nv.
+    pub dof_body: Vec<usize>,
+    /// The previous dof on the path to the world (MuJoCo `dof_parentid`), length nv.
+    pub dof_parent: Vec<Option<usize>>,
+    /// Default configuration (joint references, identity quaternions), length nq.
+    pub qpos0: DVector<f64>,
+}
+
+/// Unvalidated parts of a model, assembled by a scene builder or a model-file loader.
+#[derive(Debug, Clone, Default)]
+pub struct ModelParts {
+    /// Model name.
+    pub name: String,
+    /// Global options.
+    pub options: Options,
+    /// Bodies excluding the world (the world is added as body 0; refer to it as parent 0).
+    pub bodies: Vec<Body>,
+    /// Joints; each lists its body. Body joint lists are rebuilt from these.
+    pub joints: Vec<Joint>,
+    /// Geoms.
+    pub geoms: Vec<Geom>,
+    /// Actuators.
+    pub actuators: Vec<Actuator>,
+    /// Equality constraints.
+    pub equalities: Vec<Equality>,
+}
+
+impl Body {
+    /// A body with the given parent, placed at `pos`, with mass `mass` (kg) and principal
+    /// inertia `inertia` (kg m²) at its origin.
+    pub fn new(name: impl Into<String>, parent: usize, pos: Vec3, mass: f64, inertia: Vec3) -> Self {
+        Self {
+            name: name.into(),
+            parent,
+            pos,
+            quat: Quat::identity(),
+            mass,
+            com: Vec3::zeros(),
+            inertia_frame: Quat::identity(),
+            inertia,
+            joints: Vec::new(),
+        }
+    }
+
+    fn world() -> Self {
+        Body::new("world", 0, Vec3::zeros(), 0.0, Vec3::zeros())
+    }
+}
+
+fn finite3(v: &Vec3) -> bool {
+    v.iter().all(|x| x.is_finite())
+}
+
+impl Model {
+    /// Validate `parts` and assemble a model.
+    ///
+    /// Bodies in `parts` are numbered from 1 (body 0 is the world), and each must come after
+    /// its parent. Joints are reordered by body (stable), and qpos/qvel addresses assigned.
+    ///
+    /// # Errors
+    /// The first invalid element found, as a [`ModelError`] naming it.
+    pub fn new(parts: ModelParts) -> Result<Self, ModelError> {
+        let ModelParts { name, options, bodies: user_bodies, joints: user_joints, geoms, actuators, equalities } = parts;
+        if !finite3(&options.gravity) {
+            return Err(bad_param("option", "gravity", f64::NAN, "must be finite"));
+        }
+        if !(options.timestep.is_finite() && options.timestep > 0.0) {
+            return Err(bad_param("option", "timestep", options.timestep, "must be finite and > 0"));
+        }
+        let mut bodies = Vec::with_capacity(user_bodies.len() + 1);
+        bodies.push(Body::world());
+        bodies.extend(user_bodies);
+        let nbody = bodies.len();
+        let mut names = std::collections::HashSet::new();
+        for (i, b) in bodies.iter_mut().enumerate().skip(1) {
+            if !names.insert(b.name.clone()) {
+                return Err(ModelError::DuplicateName { kind: "body", name: b.name.clone() });
+            }
+            if b.parent >= i {
+                return Err(ModelError::BadParent { body: b.name.clone(), parent: b.parent });
+            }
+            validate_inertia(b)?;
+            if !finite3(&b.pos) || !finite3(&b.com) || !b.quat.coords.iter().all(|x| x.is_finite()) {
+                return Err(bad_param(&format!("body '{}'", b.name), "pos/com/quat", f64::NAN, "must be finite"));
+            }
+            b.joints.clear();
+        }
+
+        // Joints sorted by body (stable), addresses assigned.
+        let mut joints = user_joints;
+        joints.sort_by_key(|j| j.body);
+        let (mut nq, mut nv) = (0, 0);
+        let mut dof_joint = Vec::new();
+        let mut qpos0 = Vec::new();
+        let mut jnames = std::collections::HashSet::new();
+        for (ji, j) in joints.iter_mut().enumerate() {
+            if !jnames.insert(j.name.clone()) {
+                return Err(ModelError::DuplicateName { kind: "joint", name: j.name.clone() });
+            }
+            let elem = format!("joint '{}'", j.name);
+            if j.body == 0 || j.body >= nbody {
+                return Err(ModelError::BadIndex { element: elem, what: "body", index: j.body, count: nbody });
+            }
+            if matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
+                let n = j.axis.norm();
+                if !(n.is_finite() && n > 1e-12) {
+                    return Err(ModelError::ZeroAxis { joint: j.name.clone(), axis: j.axis.into() });
+                }
+                j.axis /= n;
+            }
+            if let Some((lo, hi)) = j.range {
+                if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                    return Err(ModelError::BadRange { joint: j.name.clone(), min: lo, max: hi });
+                }
+            }
+            for (what, v) in [
+                ("damping", j.damping),
+                ("armature", j.armature),
+                ("frictionloss", j.frictionloss),
+                ("stiffness", j.stiffness),
+            ] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(bad_param(&elem, what, v, "must be finite and >= 0"));
+                }
+            }
+            if !j.springref.is_finite() || !j.reference.is_finite() || !finite3(&j.pos) {
+                return Err(bad_param(&elem, "pos/springref/ref", f64::NAN, "must be finite"));
+            }
+            j.qpos_adr = nq;
+            j.dof_adr = nv;
+            nq += j.kind.nq();
+            nv += j.kind.nv();
+            dof_joint.extend(std::iter::repeat_n(ji, j.kind.nv()));
+            match j.kind {
+                JointKind::Free => {
+                    let b = &bodies[j.body];
+                    qpos0.extend([b.pos.x, b.pos.y, b.pos.z, b.quat.w, b.quat.i, b.quat.j, b.quat.k]);
+                }
+                JointKind::Ball => qpos0.extend([1.0, 0.0, 0.0, 0.0]),
+                JointKind::Hinge | JointKind::Slide => qpos0.push(j.reference),
+            }
+            bodies[j.body].joints.push(ji);
+        }
+        for j in &joints {
+            if j.kind == JointKind::Free && (bodies[j.body].joints.len() != 1) {
+                return Err(ModelError::BadFreeJoint { joint: j.name.clone() });
+            }
+        }
+
+        let mut gnames = std::collections::HashSet::new();
+        for g in &geoms {
+            if !gnames.insert(g.name.clone()) {
+                return Err(ModelError::DuplicateName { kind: "geom", name: g.name.clone() });
+            }
+            if g.body >= nbody {
+                return Err(ModelError::BadIndex {
+                    element: format!("geom '{}'", g.name),
+                    what: "body",
+                    index: g.body,
+                    count: nbody,
+                });
+            }
+            g.shape.validate(&g.name)?;
+            validate_material(&g.name, &g.material)?;
+        }
+        for a in &actuators {
+            let elem = format!("actuator '{}'", a.name);
+            let Some(j) = joints.get(a.joint) else {
+                return Err(ModelError::BadIndex { element: elem, what: "joint", index: a.joint, count: joints.len() });
+            };
+            if !matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
+                return Err(bad_param(&elem, "joint", a.joint as f64, "actuators drive hinge or slide joints"));
+            }
+            if !a.gear.is_finite() {
+                return Err(bad_param(&elem, "gear", a.gear, "must be finite"));
+            }
+            for (what, r) in [("ctrlrange", a.ctrl_range), ("forcerange", a.force_range)] {
+                if let Some((lo, hi)) = r {
+                    if !(lo <= hi) {
+                        return Err(bad_param(&elem, what, lo, "need min <= max"));
+                    }
+                }
+            }
+        }
+        for e in &equalities {
+            let elem = format!("equality '{}'", e.name());
+            let (a, b, what, count) = match e {
+                Equality::Connect { body1, body2, .. } | Equality::Weld { body1, body2, .. } => {
+                    (*body1, *body2, "body", nbody)
+                }
+                Equality::Joint { joint1, joint2, .. } => (*joint1, *joint2, "joint", joints.len()),
+            };
+            for idx in [a, b] {
+                if idx >= count {
+                    return Err(ModelError::BadIndex { element: elem.clone(), what, index: idx, count });
+                }
+            }
+        }
+        let dof_body: Vec<usize> = dof_joint.iter().map(|&j| joints[j].body).collect();
+        // Last dof of each body's chain (None for bodies welded to the world).
+        let mut body_last_dof: Vec<Option<usize>> = vec![None; nbody];
+        let mut dof_parent = vec![None; nv];
+        for b in 1..nbody {
+            let mut last = body_last_dof[bodies[b].parent];
+            for &ji in &bodies[b].joints {
+                let j = &joints[ji];
+                for d in j.dof_adr..j.dof_adr + j.kind.nv() {
+                    dof_parent[d] = last;
+                    last = Some(d);
+                }
+            }
+            body_last_dof[b] = last;
+        }
+        Ok(Self {
+            name,
+            options,
+            bodies,
+            joints,
+            geoms,
+            actuators,
+            equalities,
+            nq,
+            nv,
+            dof_joint,
+            dof_body,
+            dof_parent,
+            qpos0: DVector::from_vec(qpos0),
+        })
+    }
+
+    /// Index of the body called `name`.
+    pub fn body_id(&self, name: &str) -> Option<usize> {
+        self.bodies.iter().position(|b| b.name == name)
+    }
+    /// Index of the joint called `name`.
+    pub fn joint_id(&self, name: &str) -> Option<usize> {
+        self.joints.iter().position(|j| j.name == name)
+    }
+    /// Index of the geom called `name`.
+    pub fn geom_id(&self, name: &str) -> Option<usize> {
+        self.geoms.iter().position(|g| g.name == name)
+    }
+    /// The state at `qpos0`, at rest, t = 0.
+    pub fn default_state(&self) -> State {
+        State { q: self.qpos0.clone(), v: DVector::zeros(self.nv), t: 0.0 }
+    }
+    /// True if body `a` is `b` or an ancestor of `b`.
+    pub fn is_ancestor(&self, a: usize, mut b: usize) -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            if b == 0 {
+                return false;
+            }
+            b = self.bodies[b].parent;
+        }
+    }
+}
+
+fn bad_param(element: &str, what: &'static str, value: f64, why: &'static str) -> ModelError {
+    ModelError::BadParameter { element: element.to_string(), what, value, why }
+}
+
+fn validate_inertia(b: &Body) -> Result<(), ModelError> {
+    if !(b.mass.is_finite() && b.mass >= 0.0) {
+        return Err(ModelError::BadMass { body: b.name.clone(), mass: b.mass });
+    }
+    let i = b.inertia;
+    let arr: [f64; 3] = i.into();
+    if !finite3(&i) {
+        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "not finite" });
+    }
+    if i.iter().any(|&x| x < 0.0) {
+        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "negative moment" });
+    }
+    // Triangle inequality of principal moments (with a relative slack for round-off).
+    let tol = 1e-9 * (i.x + i.y + i.z);
+    if i.x + i.y < i.z - tol || i.y + i.z < i.x - tol || i.z + i.x < i.y - tol {
+        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "violates the triangle inequality" });
+    }
+    if b.mass == 0.0 && i.norm() > 0.0 {
+        return Err(ModelError::BadMass { body: b.name.clone(), mass: b.mass });
+    }
+    Ok(())
+}
+
+fn validate_material(geom: &str, m: &ContactMaterial) -> Result<(), ModelError> {
+    let elem = format!("geom '{geom}'");
+    for (what, v) in [("friction[0]", m.friction[0]), ("friction[1]", m.friction[1]), ("friction[2]", m.friction[2])] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad_param(&elem, what, v, "friction must be finite and >= 0"));
+        }
+    }
+    if ![1, 3, 4, 6].contains(&m.condim) {
+        return Err(bad_param(&elem, "condim", m.condim as f64, "must be 1, 3, 4 or 6"));
+    }
+    for (what, v) in [("ke", m.ke), ("kd", m.kd), ("kf", m.kf), ("ka", m.ka), ("solmix", m.solmix)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad_param(&elem, what, v, "must be finite and >= 0"));
+        }
+    }
+    for (what, v) in [("margin", m.margin), ("gap", m.gap)] {
+        if !v.is_finite() {
+            return Err(bad_param(&elem, what, v, "must be finite"));
+        }
+    }
+    if m.solref.iter().chain(m.solimp.iter()).any(|v| !v.is_finite()) {
+        return Err(bad_param(&elem, "solref/solimp", f64::NAN, "must be finite"));
+    }
+    Ok(())
+}
+
+/// The dynamic state of a model: generalized positions, velocities and time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    /// Generalized positions, length nq (see the module table).
+    pub q: DVector<f64>,
+    /// Generalized velocities, length nv.
+    pub v: DVector<f64>,
+    /// Simulated time (s).
+    pub t: f64,
+}
+
+impl State {
+    /// True if every coordinate and the time are finite.
+    pub fn is_finite(&self) -> bool {
+        self.t.is_finite() && self.q.iter().all(|x| x.is_finite()) && self.v.iter().all(|x| x.is_finite())
+    }
+}
