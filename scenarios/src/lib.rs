@@ -1,1 +1,116 @@
-//! Scene builders for contactlab.
+//! # contactlab-scenarios
+//!
+//! Scene builders, registered by name in [`SCENES`]. A scene is a validated [`Model`], an
+//! initial [`State`], a default horizon, an open-loop control law, and the bounds the harness
+//! uses to judge stability (DESIGN.md, "Scene" and "Measurements").
+//!
+//! Parameters come from the experiment file as a JSON object (the harness converts YAML);
+//! unknown keys are errors. Defaults reproduce `shared/reference/README.md` so the same scenes
+//! can be compared with MuJoCo's trajectories.
+
+use contactlab_solvers::formulation::ParamDoc;
+use contactlab_solvers::{Model, ModelError, State};
+
+pub mod closed_form;
+
+/// Open-loop controls: `u(t, state)` returns one value per actuator.
+pub type ControlLaw = fn(t: f64, state: &State) -> Vec<f64>;
+
+/// A scene ready to simulate.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// The model.
+    pub model: Model,
+    /// Initial state (t = 0).
+    pub initial: State,
+    /// Default horizon (s) when the experiment gives none.
+    pub horizon: f64,
+    /// Controls; `None` means zero controls.
+    pub controls: Option<ControlLaw>,
+    /// Allowed rise of total energy above its initial value before a run counts as diverged (J).
+    pub energy_allowance: f64,
+    /// Largest plausible speed of any body point (m/s); above it a run counts as diverged.
+    pub speed_bound: f64,
+    /// Closed-form expectations of this scene, if any, for tests and reports.
+    pub analytic: Vec<AnalyticValue>,
+}
+
+/// A named closed-form value a scene should reproduce (e.g. box_slide's stop distance).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalyticValue {
+    /// Short key, e.g. `"stop_distance_m"`.
+    pub name: &'static str,
+    /// The value in SI units.
+    pub value: f64,
+    /// The formula, for reports (e.g. `"v0^2 / (2 mu g)"`).
+    pub formula: &'static str,
+}
+
+impl Scene {
+    /// Controls at time `t` (zeros when the scene has no control law).
+    pub fn controls_at(&self, t: f64, state: &State) -> Vec<f64> {
+        match self.controls {
+            Some(f) => f(t, state),
+            None => vec![0.0; self.model.actuators.len()],
+        }
+    }
+}
+
+/// An error building a scene.
+#[derive(Debug, thiserror::Error)]
+pub enum SceneError {
+    /// No scene with this name.
+    #[error("unknown scene '{name}'; valid names: {valid}")]
+    Unknown { name: String, valid: String },
+    /// Parameters did not parse (unknown key, wrong type).
+    #[error("scene '{name}': {message}")]
+    BadParams { name: String, message: String },
+    /// The parameters produce an invalid model.
+    #[error("scene '{name}': {source}")]
+    Model { name: String, source: ModelError },
+}
+
+/// A registered scene.
+pub struct SceneEntry {
+    /// Registry name.
+    pub name: &'static str,
+    /// One-line description.
+    pub description: &'static str,
+    /// Parameters with defaults and units.
+    pub params: &'static [ParamDoc],
+    /// Build from a JSON object of parameters (`null` for defaults).
+    pub build: fn(&serde_json::Value) -> Result<Scene, SceneError>,
+}
+
+/// Every scene contactlab knows, in display order.
+pub const SCENES: &[SceneEntry] = closed_form::ENTRIES;
+
+/// Look up a scene by name.
+///
+/// # Errors
+/// [`SceneError::Unknown`] listing the valid names.
+pub fn find(name: &str) -> Result<&'static SceneEntry, SceneError> {
+    SCENES.iter().find(|e| e.name == name).ok_or_else(|| SceneError::Unknown {
+        name: name.to_string(),
+        valid: SCENES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Build scene `name` from a JSON object of parameters.
+///
+/// # Errors
+/// Unknown scene, bad parameters, or an invalid resulting model.
+pub fn build(name: &str, params: &serde_json::Value) -> Result<Scene, SceneError> {
+    (find(name)?.build)(params)
+}
+
+/// Parse a parameter struct (`null` means defaults), naming the scene in errors.
+///
+/// # Errors
+/// [`SceneError::BadParams`] with serde's message (it names the key).
+pub fn parse_params<P: serde::de::DeserializeOwned + Default>(name: &str, v: &serde_json::Value) -> Result<P, SceneError> {
+    if v.is_null() {
+        return Ok(P::default());
+    }
+    serde_json::from_value(v.clone()).map_err(|e| SceneError::BadParams { name: name.to_string(), message: e.to_string() })
+}
