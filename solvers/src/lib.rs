@@ -8,6 +8,7 @@
 //!
 //! Nothing here knows about files, YAML or plots (see DESIGN.md, "Layout").
 
+pub mod actuation;
 pub mod collision;
 pub mod dynamics;
 pub mod formulation;
