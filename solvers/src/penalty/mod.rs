@@ -205,6 +205,9 @@ impl Formulation for Penalty {
     }
 
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
+        if !state.is_finite() {
+            return StepReport::explicit(Vec::new()).check_divergence(state);
+        }
         let kin = forward_kinematics(model, &state.q);
         let contacts = detect(model, &kin);
         let mut tau = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
