@@ -9,6 +9,7 @@
 //! Nothing here knows about files, YAML or plots (see DESIGN.md, "Layout").
 
 pub mod collision;
+pub mod constraint;
 pub mod dynamics;
 pub mod formulation;
 pub mod geometry;
