@@ -364,3 +364,37 @@ pub fn rk4_step(model: &Model, q: &mut DVector<f64>, v: &mut DVector<f64>, tau: 
     *q = at(&theta);
     *v = v0 + (k1v + (k2v + k3v) * 2.0 + k4v) * (h / 6.0);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// dexp_x(y) = y + (1 − cos θ)/θ² x×y + (θ − sin θ)/θ³ x×(x×y), the inverse of dexp_inv.
+    fn dexp(x: &Vec3, y: &Vec3) -> Vec3 {
+        let th = x.norm();
+        y + (1.0 - th.cos()) / (th * th) * x.cross(y) + (th - th.sin()) / (th * th * th) * x.cross(&x.cross(y))
+    }
+
+    #[test]
+    fn dexp_inv_inverts_dexp() {
+        let y = Vec3::new(0.3, -1.2, 0.7);
+        for x in [Vec3::new(0.5, -0.2, 0.9), Vec3::new(2.0, 1.0, -0.5), Vec3::new(1e-3, 2e-3, -1e-3)] {
+            let err = (dexp_inv(&x, &dexp(&x, &y)) - y).amax();
+            assert!(err < 1e-12, "dexp_inv error {err} at {x:?}");
+        }
+        // Series branch agrees with the closed form at the switch-over.
+        let x = Vec3::new(0.0, 0.0, 0.9999e-4);
+        let closed = {
+            let th = x.norm();
+            let half = 0.5 * th;
+            y - 0.5 * x.cross(&y) + (1.0 - half * half.cos() / half.sin()) / (th * th) * x.cross(&x.cross(&y))
+        };
+        assert!((dexp_inv(&x, &y) - closed).amax() < 1e-14);
+    }
+
+    #[test]
+    fn skew_is_cross_product() {
+        let (a, b) = (Vec3::new(1.0, -2.0, 0.5), Vec3::new(0.3, 0.7, -1.1));
+        assert!((skew(&a) * b - a.cross(&b)).amax() < 1e-15);
+    }
+}
