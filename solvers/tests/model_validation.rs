@@ -1,6 +1,5 @@
 //! Model validation: each bad element gives the specific ModelError naming it; nothing panics.
 
-
 use contactlab_solvers::geometry::GeomShape;
 use contactlab_solvers::model::{
     Actuator, ActuatorKind, Body, Equality, Geom, Joint, JointKind, Model, ModelError, ModelParts, Vec3,
