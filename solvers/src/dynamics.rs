@@ -70,47 +70,66 @@ pub fn mass_matrix(model: &Model, kin: &Kinematics) -> DMatrix<f64> {
     m
 }
 
-/// Time derivative of dof d's motion subspace given the body velocities (see module doc of
-/// [`crate::kinematics`]): hinge/slide move with the parent, ball and free rotations with the
-/// body, free translations are fixed in the world.
-fn cdof_dot(model: &Model, kin: &Kinematics, cvel: &[Spatial], d: usize) -> Spatial {
-    let j = &model.joints[model.dof_joint[d]];
-    let b = model.dof_body[d];
-    match j.kind {
-        JointKind::Hinge | JointKind::Slide => cross_motion(&cvel[model.bodies[b].parent], &kin.cdof[d]),
-        JointKind::Ball => cross_motion(&cvel[b], &kin.cdof[d]),
-        JointKind::Free => {
-            if d - j.dof_adr < 3 {
-                Spatial::zeros()
-            } else {
-                cross_motion(&cvel[b], &kin.cdof[d])
-            }
-        }
-    }
-}
-
-/// Spatial velocity `(ω, v_O)` of every body (world frame, about the origin) for velocities `v`.
-pub fn body_velocities(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> Vec<Spatial> {
+/// Body velocities and the time derivatives of the dof motion subspaces, as MuJoCo's
+/// `mj_comVel`.
+///
+/// Within a body, each dof's `ṡ = v_before × s`, where `v_before` is the spatial velocity
+/// accumulated **before** that joint (the parent's velocity plus the body's earlier joints; for
+/// the rotational dofs of a free joint, after its translational dofs). Free translations are
+/// fixed in the world (`ṡ = 0`). For a ball joint `v_before × s_i` differs from the exact
+/// `ṡ_i` by terms that cancel in `Σ_i ṡ_i q̇_i` (antisymmetry of `s_j × s_i`), so the sum is
+/// exact, as it is for every other joint.
+///
+/// (Fixed: the first version used the parent's velocity for hinge/slide dofs, ignoring earlier
+/// joints of the same body, and the full body velocity for ball dofs; the former gave wrong bias
+/// forces for bodies with more than one joint.)
+fn velocities_and_cdof_dot(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> (Vec<Spatial>, Vec<Spatial>) {
     let nb = model.bodies.len();
     let mut cvel = vec![Spatial::zeros(); nb];
+    let mut cdof_dot = vec![Spatial::zeros(); model.nv];
     for b in 1..nb {
         let mut vb = cvel[model.bodies[b].parent];
         for &ji in &model.bodies[b].joints {
             let j = &model.joints[ji];
-            for d in j.dof_adr..j.dof_adr + j.kind.nv() {
-                vb += kin.cdof[d] * v[d];
+            let da = j.dof_adr;
+            match j.kind {
+                JointKind::Free => {
+                    for d in da..da + 3 {
+                        vb += kin.cdof[d] * v[d];
+                    }
+                    for d in da + 3..da + 6 {
+                        cdof_dot[d] = cross_motion(&vb, &kin.cdof[d]);
+                    }
+                    for d in da + 3..da + 6 {
+                        vb += kin.cdof[d] * v[d];
+                    }
+                }
+                _ => {
+                    for d in da..da + j.kind.nv() {
+                        cdof_dot[d] = cross_motion(&vb, &kin.cdof[d]);
+                    }
+                    for d in da..da + j.kind.nv() {
+                        vb += kin.cdof[d] * v[d];
+                    }
+                }
             }
         }
         cvel[b] = vb;
     }
-    cvel
+    (cvel, cdof_dot)
+}
+
+/// Spatial velocity `(ω, v_O)` of every body (world frame, about the origin) for velocities `v`.
+pub fn body_velocities(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> Vec<Spatial> {
+    velocities_and_cdof_dot(model, kin, v).0
 }
 
 /// Inverse dynamics by recursive Newton–Euler: the generalized force τ (length nv) that
-/// produces acceleration `a` at velocity `v` under gravity, τ = M a + c.
+/// produces acceleration `a` at velocity `v` under gravity, τ = M a + c, with M including the
+/// armature as in [`mass_matrix`] (MuJoCo `mj_inverse`: `mj_rne` plus armature·qacc).
 pub fn inverse_dynamics(model: &Model, kin: &Kinematics, v: &DVector<f64>, a: &DVector<f64>) -> DVector<f64> {
     let nb = model.bodies.len();
-    let cvel = body_velocities(model, kin, v);
+    let (cvel, cdof_dot) = velocities_and_cdof_dot(model, kin, v);
     let mut cacc = vec![Spatial::zeros(); nb];
     // The world accelerates upward at −g: gravity as a fictitious base acceleration.
     cacc[0] = spatial(Vec3::zeros(), -model.options.gravity);
@@ -120,7 +139,7 @@ pub fn inverse_dynamics(model: &Model, kin: &Kinematics, v: &DVector<f64>, a: &D
         for &ji in &model.bodies[b].joints {
             let j = &model.joints[ji];
             for d in j.dof_adr..j.dof_adr + j.kind.nv() {
-                ab += cdof_dot(model, kin, &cvel, d) * v[d] + kin.cdof[d] * a[d];
+                ab += cdof_dot[d] * v[d] + kin.cdof[d] * a[d];
             }
         }
         cacc[b] = ab;
@@ -132,7 +151,10 @@ pub fn inverse_dynamics(model: &Model, kin: &Kinematics, v: &DVector<f64>, a: &D
         for &ji in &model.bodies[b].joints {
             let j = &model.joints[ji];
             for d in j.dof_adr..j.dof_adr + j.kind.nv() {
-                tau[d] = kin.cdof[d].dot(&f[b]);
+                // Armature (rotor inertia) is in M (mass_matrix), so it belongs in τ = M a + c
+                // too; MuJoCo's mj_inverse adds it after mj_rne the same way. (Fixed: the
+                // first version left it out, so τ differed from M a + c by armature·a.)
+                tau[d] = kin.cdof[d].dot(&f[b]) + j.armature * a[d];
             }
         }
         let p = model.bodies[b].parent;
@@ -252,4 +274,127 @@ pub fn momentum(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> (Vec3, Vec
         h += spatial_inertia(model, kin, b) * cvel[b];
     }
     (lin(&h), ang(&h))
+}
+
+/// Unconstrained forward dynamics: the acceleration `a = M⁻¹ (τ + passive − c)` (length nv) at
+/// positions `q` and velocities `v` under the applied generalized force `tau` (length nv; N or
+/// N m per dof), with passive forces from [`passive_forces`] and bias forces from
+/// [`bias_forces`]. No contacts, limits or equality constraints.
+///
+/// Returns NaNs (never panics) if M is not positive definite or the inputs are not finite.
+pub fn forward_dynamics(model: &Model, q: &DVector<f64>, v: &DVector<f64>, tau: &DVector<f64>) -> DVector<f64> {
+    let kin = crate::kinematics::forward_kinematics(model, q);
+    let m = mass_matrix(model, &kin);
+    let rhs = tau + passive_forces(model, q, v) - bias_forces(model, &kin, v);
+    match m.cholesky() {
+        Some(ch) => ch.solve(&rhs),
+        None => DVector::from_element(model.nv, f64::NAN),
+    }
+}
+
+/// `dexp⁻¹_x(y)` for rotation vectors (so(3) ≅ R³): the inverse of the derivative of the
+/// exponential map, `y − ½ x×y + (1 − (θ/2) cot(θ/2))/θ² · x×(x×y)`, θ = ‖x‖
+/// (Iserles et al., *Lie-group methods*, Acta Numerica 2000, §2.3; series used for θ < 1e-4).
+pub fn dexp_inv(x: &Vec3, y: &Vec3) -> Vec3 {
+    let th = x.norm();
+    let c = if th < 1e-4 {
+        // 1/12 + θ²/720 + O(θ⁴)
+        1.0 / 12.0 + th * th / 720.0
+    } else {
+        let half = 0.5 * th;
+        (1.0 - half * half.cos() / half.sin()) / (th * th)
+    };
+    y - 0.5 * x.cross(y) + c * x.cross(&x.cross(y))
+}
+
+/// One step of the classical fourth-order Runge–Kutta method for the **unconstrained smooth**
+/// dynamics `M(q) v̇ + c(q, v) = τ + passive(q, v)`, with positions on the configuration
+/// manifold handled by Runge–Kutta–Munthe-Kaas (RKMK4; Munthe-Kaas, BIT 38, 1998).
+///
+/// Positions are tracked as a tangent vector θ (length nv) from the step's start `q`:
+/// `q(θ) = integrate_positions(q, θ, 1)`. Hinge, slide and free-translation coordinates have
+/// θ̇ = v; ball and free rotations (body-frame ω, `q ⊗ exp(θ)`) have θ̇ = dexp⁻¹_{−θ}(ω). The
+/// method is fourth order in h on the group (quaternions stay unit up to round-off), so for
+/// smooth motion it conserves energy and momentum far better than (semi-)implicit Euler.
+///
+/// This is a reference integrator for contact-free dynamics (free flight, closed-form tests,
+/// tiny-timestep references); contact formulations use their own integrators (spec
+/// soft_convex_and_signorini.md §A6, ncp_fb_and_penalty.md). `tau` (length nv) is held constant
+/// over the step. Updates `q`, `v` in place; `h` in seconds.
+pub fn rk4_step(model: &Model, q: &mut DVector<f64>, v: &mut DVector<f64>, tau: &DVector<f64>, h: f64) {
+    let q0 = q.clone();
+    let v0 = v.clone();
+    // θ̇ for body-frame velocity w at tangent offset θ.
+    let theta_dot = |theta: &DVector<f64>, w: &DVector<f64>| {
+        let mut out = w.clone();
+        for j in &model.joints {
+            let rot = match j.kind {
+                JointKind::Ball => Some(j.dof_adr),
+                JointKind::Free => Some(j.dof_adr + 3),
+                JointKind::Hinge | JointKind::Slide => None,
+            };
+            if let Some(d) = rot {
+                let x = -Vec3::new(theta[d], theta[d + 1], theta[d + 2]);
+                let y = Vec3::new(w[d], w[d + 1], w[d + 2]);
+                out.fixed_rows_mut::<3>(d).copy_from(&dexp_inv(&x, &y));
+            }
+        }
+        out
+    };
+    let at = |theta: &DVector<f64>| {
+        let mut qs = q0.clone();
+        integrate_positions(model, &mut qs, theta, 1.0);
+        qs
+    };
+    let k1v = forward_dynamics(model, &q0, &v0, tau);
+    let k1t = v0.clone();
+    let t2 = &k1t * (0.5 * h);
+    let v2 = &v0 + &k1v * (0.5 * h);
+    let k2v = forward_dynamics(model, &at(&t2), &v2, tau);
+    let k2t = theta_dot(&t2, &v2);
+    let t3 = &k2t * (0.5 * h);
+    let v3 = &v0 + &k2v * (0.5 * h);
+    let k3v = forward_dynamics(model, &at(&t3), &v3, tau);
+    let k3t = theta_dot(&t3, &v3);
+    let t4 = &k3t * h;
+    let v4 = &v0 + &k3v * h;
+    let k4v = forward_dynamics(model, &at(&t4), &v4, tau);
+    let k4t = theta_dot(&t4, &v4);
+    let theta = (k1t + (k2t + k3t) * 2.0 + k4t) * (h / 6.0);
+    *q = at(&theta);
+    *v = v0 + (k1v + (k2v + k3v) * 2.0 + k4v) * (h / 6.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// dexp_x(y) = y + (1 − cos θ)/θ² x×y + (θ − sin θ)/θ³ x×(x×y), the inverse of dexp_inv.
+    fn dexp(x: &Vec3, y: &Vec3) -> Vec3 {
+        let th = x.norm();
+        y + (1.0 - th.cos()) / (th * th) * x.cross(y) + (th - th.sin()) / (th * th * th) * x.cross(&x.cross(y))
+    }
+
+    #[test]
+    fn dexp_inv_inverts_dexp() {
+        let y = Vec3::new(0.3, -1.2, 0.7);
+        for x in [Vec3::new(0.5, -0.2, 0.9), Vec3::new(2.0, 1.0, -0.5), Vec3::new(1e-3, 2e-3, -1e-3)] {
+            let err = (dexp_inv(&x, &dexp(&x, &y)) - y).amax();
+            assert!(err < 1e-12, "dexp_inv error {err} at {x:?}");
+        }
+        // Series branch agrees with the closed form at the switch-over.
+        let x = Vec3::new(0.0, 0.0, 0.9999e-4);
+        let closed = {
+            let th = x.norm();
+            let half = 0.5 * th;
+            y - 0.5 * x.cross(&y) + (1.0 - half * half.cos() / half.sin()) / (th * th) * x.cross(&x.cross(&y))
+        };
+        assert!((dexp_inv(&x, &y) - closed).amax() < 1e-14);
+    }
+
+    #[test]
+    fn skew_is_cross_product() {
+        let (a, b) = (Vec3::new(1.0, -2.0, 0.5), Vec3::new(0.3, 0.7, -1.1));
+        assert!((skew(&a) * b - a.cross(&b)).amax() < 1e-15);
+    }
 }

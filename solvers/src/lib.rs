@@ -10,6 +10,7 @@
 
 pub mod actuation;
 pub mod collision;
+pub mod constraint;
 pub mod dynamics;
 pub mod formulation;
 pub mod geometry;

@@ -47,8 +47,8 @@ pub enum ModelError {
     /// A joint range has min > max or non-finite bounds.
     #[error("joint '{joint}': range [{min}, {max}] is invalid (need finite min <= max)")]
     BadRange { joint: String, min: f64, max: f64 },
-    /// A free joint that is not the only joint of a root-level body.
-    #[error("joint '{joint}': a free joint must be the only joint of its body")]
+    /// A free joint that is not the only joint of a body whose parent is the world.
+    #[error("joint '{joint}': a free joint must be the only joint of a body whose parent is the world")]
     BadFreeJoint { joint: String },
     /// A geometric size is zero, negative or not finite.
     #[error("geom '{geom}': {what} {value} must be finite and > 0")]
@@ -301,7 +301,8 @@ pub enum ActuatorKind {
 pub struct Actuator {
     /// Unique name.
     pub name: String,
-    /// The (hinge or slide) joint it drives.
+    /// The (hinge or slide) joint it drives: an index into [`ModelParts::joints`], remapped by
+    /// [`Model::new`] to the index in [`Model::joints`] (joints are reordered by body).
     pub joint: usize,
     /// Motor or servo, with gains.
     pub kind: ActuatorKind,
@@ -316,11 +317,16 @@ pub struct Actuator {
 /// An equality constraint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Equality {
-    /// A point `anchor` on `body1` (its frame, m) coincides with the same world point on `body2`.
+    /// A point `anchor` on `body1` (its frame, m) stays at the point of `body2` that coincides
+    /// with it at `qpos0` (stored as [`Model::eq_anchor2`]); MuJoCo's `<connect>`.
     Connect { name: String, body1: usize, body2: usize, anchor: Vec3 },
-    /// `body1` keeps the pose relative to `body2` given by `relpose` (position m, orientation).
+    /// `body1` keeps the pose relative to `body2` given by `relpos` (m, body1's origin in body2's
+    /// frame) and `relquat` (body1's orientation in body2's frame): x1 = x2 + R2·relpos,
+    /// q1 = q2 ⊗ relquat.
     Weld { name: String, body1: usize, body2: usize, relpos: Vec3, relquat: Quat },
-    /// Joint coupling q1 = polycoef[0] + polycoef[1] q2 + ... (hinge/slide only).
+    /// Joint coupling (hinge/slide only), MuJoCo's `<equality joint>`: with offsets from the
+    /// joints' references (qpos0), `q1 − ref1 = Σ_k polycoef[k] (q2 − ref2)^k`. `joint1` and
+    /// `joint2` index [`ModelParts::joints`] (remapped by [`Model::new`] to [`Model::joints`]).
     Joint { name: String, joint1: usize, joint2: usize, polycoef: [f64; 5] },
 }
 
@@ -362,6 +368,10 @@ pub struct Model {
     pub dof_parent: Vec<Option<usize>>,
     /// Default configuration (joint references, identity quaternions), length nq.
     pub qpos0: DVector<f64>,
+    /// Per equality constraint: for a connect, the anchor expressed in `body2`'s frame (m), i.e.
+    /// the point of body2 that coincides with the anchor of body1 at `qpos0` (MuJoCo's compiler
+    /// stores it in `eq_data[3..6]`); zero for other kinds. Set by [`Model::new`].
+    pub eq_anchor2: Vec<Vec3>,
 }
 
 /// Unvalidated parts of a model, assembled by a scene builder or a model-file loader.
@@ -444,9 +454,29 @@ impl Model {
             b.joints.clear();
         }
 
-        // Joints sorted by body (stable), addresses assigned.
-        let mut joints = user_joints;
-        joints.sort_by_key(|j| j.body);
+        // Joints sorted by body (stable), addresses assigned. Actuators and joint equalities
+        // refer to joints by their index in `parts.joints`; remap them to the sorted order.
+        let njnt = user_joints.len();
+        let mut order: Vec<usize> = (0..njnt).collect();
+        order.sort_by_key(|&i| user_joints[i].body);
+        let mut new_index = vec![0; njnt];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        let remap = |i: usize| if i < njnt { new_index[i] } else { i };
+        let mut slots: Vec<Option<Joint>> = user_joints.into_iter().map(Some).collect();
+        let mut joints: Vec<Joint> = order.iter().map(|&i| slots[i].take().expect("permutation")).collect();
+        let mut actuators = actuators;
+        for a in &mut actuators {
+            a.joint = remap(a.joint);
+        }
+        let mut equalities = equalities;
+        for e in &mut equalities {
+            if let Equality::Joint { joint1, joint2, .. } = e {
+                *joint1 = remap(*joint1);
+                *joint2 = remap(*joint2);
+            }
+        }
         let (mut nq, mut nv) = (0, 0);
         let mut dof_joint = Vec::new();
         let mut qpos0 = Vec::new();
@@ -500,7 +530,7 @@ impl Model {
             bodies[j.body].joints.push(ji);
         }
         for j in &joints {
-            if j.kind == JointKind::Free && (bodies[j.body].joints.len() != 1) {
+            if j.kind == JointKind::Free && (bodies[j.body].joints.len() != 1 || bodies[j.body].parent != 0) {
                 return Err(ModelError::BadFreeJoint { joint: j.name.clone() });
             }
         }
@@ -553,6 +583,16 @@ impl Model {
                     return Err(ModelError::BadIndex { element: elem.clone(), what, index: idx, count });
                 }
             }
+            if let Equality::Joint { polycoef, .. } = e {
+                for idx in [a, b] {
+                    if !matches!(joints[idx].kind, JointKind::Hinge | JointKind::Slide) {
+                        return Err(bad_param(&elem, "joint", idx as f64, "joint equalities couple hinge or slide joints"));
+                    }
+                }
+                if polycoef.iter().any(|c| !c.is_finite()) {
+                    return Err(bad_param(&elem, "polycoef", f64::NAN, "must be finite"));
+                }
+            }
         }
         let dof_body: Vec<usize> = dof_joint.iter().map(|&j| joints[j].body).collect();
         // Last dof of each body's chain (None for bodies welded to the world).
@@ -569,7 +609,7 @@ impl Model {
             }
             body_last_dof[b] = last;
         }
-        Ok(Self {
+        let mut model = Self {
             name,
             options,
             bodies,
@@ -583,7 +623,21 @@ impl Model {
             dof_body,
             dof_parent,
             qpos0: DVector::from_vec(qpos0),
-        })
+            eq_anchor2: Vec::new(),
+        };
+        let kin = crate::kinematics::forward_kinematics(&model, &model.qpos0);
+        model.eq_anchor2 = model
+            .equalities
+            .iter()
+            .map(|e| match e {
+                Equality::Connect { body1, body2, anchor, .. } => {
+                    let p = kin.xpos[*body1] + kin.xquat[*body1] * anchor;
+                    kin.xquat[*body2].inverse() * (p - kin.xpos[*body2])
+                }
+                _ => Vec3::zeros(),
+            })
+            .collect();
+        Ok(model)
     }
 
     /// Index of the body called `name`.
