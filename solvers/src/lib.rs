@@ -17,6 +17,7 @@ pub mod geometry;
 pub mod kinematics;
 pub mod model;
 pub mod penalty;
+pub mod soft_convex;
 
 pub use formulation::{ContactRecord, Formulation, StepReport, FORMULATIONS};
 pub use model::{Model, ModelError, ModelParts, State};
