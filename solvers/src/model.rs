@@ -362,6 +362,10 @@ pub struct Model {
     pub dof_parent: Vec<Option<usize>>,
     /// Default configuration (joint references, identity quaternions), length nq.
     pub qpos0: DVector<f64>,
+    /// The parry3d-f64 collision shape of each geom (same order as `geoms`), built once by
+    /// [`Model::new`] with [`crate::collision::collision_shape`]. If a geom's `shape` is changed
+    /// afterwards, rebuild its entry with that function.
+    pub collision_shapes: Vec<crate::collision::CollisionShape>,
 }
 
 /// Unvalidated parts of a model, assembled by a scene builder or a model-file loader.
@@ -506,6 +510,7 @@ impl Model {
         }
 
         let mut gnames = std::collections::HashSet::new();
+        let mut collision_shapes = Vec::with_capacity(geoms.len());
         for g in &geoms {
             if !gnames.insert(g.name.clone()) {
                 return Err(ModelError::DuplicateName { kind: "geom", name: g.name.clone() });
@@ -518,7 +523,8 @@ impl Model {
                     count: nbody,
                 });
             }
-            g.shape.validate(&g.name)?;
+            // Validates the shape (sizes, meshes) and builds its parry shape, once per model.
+            collision_shapes.push(crate::collision::collision_shape(&g.name, &g.shape)?);
             validate_material(&g.name, &g.material)?;
         }
         for a in &actuators {
@@ -583,6 +589,7 @@ impl Model {
             dof_body,
             dof_parent,
             qpos0: DVector::from_vec(qpos0),
+            collision_shapes,
         })
     }
 
