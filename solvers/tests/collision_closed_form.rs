@@ -528,3 +528,29 @@ fn unsupported_or_degenerate_inputs_do_not_panic() {
     let kin = forward_kinematics(&model, &q);
     let _ = detect(&model, &kin);
 }
+
+/// A height field sloped along y (z = s·y, so rows must map to y as documented) and along x
+/// (z = s·x), under a sphere: one contact, normal = the slope's upward unit normal (the height
+/// field, type 1, comes first), gap = (z_c − s·coord)/√(1 + s²) − r.
+#[test]
+fn sphere_above_sloped_height_field() {
+    let (nr, nc, sx, sy, s, r) = (5usize, 7usize, 2.0, 1.6, 0.25, 0.1);
+    for along_y in [true, false] {
+        let heights = nalgebra::DMatrix::from_fn(nr, nc, |i, j| {
+            let x = -sx / 2.0 + j as f64 * sx / (nc - 1) as f64;
+            let y = -sy / 2.0 + i as f64 * sy / (nr - 1) as f64;
+            s * if along_y { y } else { x }
+        });
+        let slope = if along_y { Vec3::new(0.0, -s, 1.0) } else { Vec3::new(-s, 0.0, 1.0) };
+        let n = slope / (1.0 + s * s).sqrt();
+        let gap = -0.004;
+        // Sphere centre at distance r + gap from the surface point (0.13, 0.21, s·coord) along n,
+        // inside a cell, away from the cell diagonals.
+        let foot = Vec3::new(0.13, 0.21, s * if along_y { 0.21 } else { 0.13 });
+        let c = foot + n * (r + gap);
+        let hf = Geom::new("hf", 0, GeomShape::HeightField { heights, size_x: sx, size_y: sy });
+        let (_, cs) = one_body(vec![hf], GeomShape::Sphere { radius: r }, c, Quat::identity());
+        assert_contacts(&cs, &n, &[(foot + n * (gap / 2.0), gap)], "sphere-height field");
+        assert_eq!(cs[0].geoms, [0, 1]);
+    }
+}
