@@ -11,9 +11,12 @@
 //! | `pendulum` | 1 kg point-like bob on a 1 m massless-like rod, hinge about y, from 0.5 rad | small-angle period 2π √(I/(m g l)) |
 //! | `cartpole` | cart 1 kg on a ±1 m slider, 0.1 kg 1 m pole, pole at 0.5 rad, cart at 3 m/s; motor on the cart | hits the limit at 0.340 s (MuJoCo) |
 //!
-//! Penalty materials default to ke = 1e5 N/m, kd = 100 N s/m, kf = 1e3 N s/m: warp.sim's ke and
-//! kf, with kd lowered from its 1e3 because semi-implicit Euler on a 1 kg cube's corner
-//! (effective mass 0.25 kg) needs `h < 2 m_eff / kd` = 0.5 ms at kd = 1e3 (spec ncp_fb §4.5).
+//! Penalty materials default to ke = 1e5 N/m (warp.sim's), kd = 100 N s/m and kf = 200 N s/m.
+//! Both dampers are lowered from warp.sim's 1e3 because semi-implicit Euler treats them
+//! explicitly: a damper c on effective mass m_eff is stable only for `h < 2 m_eff / c` (spec
+//! ncp_fb §4.5). A 1 kg cube on four corners has `Σ kf = 4 kf` acting on 1 kg, which at kf = 1e3
+//! puts h = 0.5 ms exactly on the limit (measured: the resting cube jitters and yaws); kf = 200
+//! keeps `h Σ kf / m` = 0.4 at 0.5 ms. Each scene exposes `ke`, `kd`, `kf` as parameters.
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
@@ -48,7 +51,7 @@ impl Material {
 const MATERIAL_DOCS: [ParamDoc; 3] = [
     ParamDoc { name: "ke", default: "100000.0", unit: "N/m", doc: "penalty contact stiffness of both geoms" },
     ParamDoc { name: "kd", default: "100.0", unit: "N s/m", doc: "penalty contact damping of both geoms" },
-    ParamDoc { name: "kf", default: "1000.0", unit: "N s/m", doc: "penalty viscous friction of both geoms" },
+    ParamDoc { name: "kf", default: "200.0", unit: "N s/m", doc: "penalty viscous friction of both geoms" },
 ];
 
 fn model(name: &str, parts: ModelParts) -> Result<Model, SceneError> {

@@ -372,6 +372,10 @@ pub struct Model {
     /// the point of body2 that coincides with the anchor of body1 at `qpos0` (MuJoCo's compiler
     /// stores it in `eq_data[3..6]`); zero for other kinds. Set by [`Model::new`].
     pub eq_anchor2: Vec<Vec3>,
+    /// The parry3d-f64 collision shape of each geom (same order as `geoms`), built once by
+    /// [`Model::new`] with [`crate::collision::collision_shape`]. If a geom's `shape` is changed
+    /// afterwards, rebuild its entry with that function.
+    pub collision_shapes: Vec<crate::collision::CollisionShape>,
 }
 
 /// Unvalidated parts of a model, assembled by a scene builder or a model-file loader.
@@ -536,6 +540,7 @@ impl Model {
         }
 
         let mut gnames = std::collections::HashSet::new();
+        let mut collision_shapes = Vec::with_capacity(geoms.len());
         for g in &geoms {
             if !gnames.insert(g.name.clone()) {
                 return Err(ModelError::DuplicateName { kind: "geom", name: g.name.clone() });
@@ -548,7 +553,8 @@ impl Model {
                     count: nbody,
                 });
             }
-            g.shape.validate(&g.name)?;
+            // Validates the shape (sizes, meshes) and builds its parry shape, once per model.
+            collision_shapes.push(crate::collision::collision_shape(&g.name, &g.shape)?);
             validate_material(&g.name, &g.material)?;
         }
         for a in &actuators {
@@ -624,6 +630,7 @@ impl Model {
             dof_parent,
             qpos0: DVector::from_vec(qpos0),
             eq_anchor2: Vec::new(),
+            collision_shapes,
         };
         let kin = crate::kinematics::forward_kinematics(&model, &model.qpos0);
         model.eq_anchor2 = model

@@ -30,7 +30,7 @@ macro_rules! material_fields {
         }
         impl Default for $name {
             fn default() -> Self {
-                Self { $($f: $d,)* friction: $mu, ke: 1e5, kd: 100.0, kf: 1e3 }
+                Self { $($f: $d,)* friction: $mu, ke: 1e5, kd: 100.0, kf: 200.0 }
             }
         }
         impl $name {

@@ -8,8 +8,23 @@
 //! * `frame` rows are `(n, t1, t2)`, built as MuJoCo's `mju_makeFrame`.
 //! * `gap` is the signed distance between the surfaces (m), negative in penetration.
 //! * `point` is midway between the two surface points (m, world).
+//!
+//! Pieces, one file each: [`shapes`] (GeomShape → parry shapes, built once in
+//! [`crate::model::Model::new`]), [`broad_phase`] (filters, pair order, bounding boxes),
+//! [`narrow_phase`] (parry manifolds → contacts), [`frame`] (`mju_makeFrame`), [`mixing`]
+//! (material mixing).
 
 use nalgebra::Matrix3;
+
+pub mod broad_phase;
+pub mod frame;
+pub mod mixing;
+pub mod narrow_phase;
+pub mod shapes;
+
+pub use frame::contact_frame;
+pub use mixing::{mix_materials, solmix_weight};
+pub use shapes::{collision_shape, CollisionShape};
 
 use crate::model::Vec3;
 
@@ -73,6 +88,19 @@ impl Contact {
 /// Pairs are filtered by contype/conaffinity, by body (no contact within a body or between a
 /// body and its parent, unless the parent is the world), and reported when the signed distance
 /// is at most `margin + gap` of the mixed material (MuJoCo ≥ 3.9, spec §A7).
-pub fn detect(_model: &crate::model::Model, _kin: &crate::kinematics::Kinematics) -> Vec<Contact> {
-    unimplemented!("collision detection is being written")
+///
+/// Pairs come in increasing (lower geom index, higher geom index) order, and each pair's
+/// contacts in parry's generation order. `kin` must come from
+/// [`crate::kinematics::forward_kinematics`] on the same model. Non-finite placements give no
+/// contacts for the geoms involved (never a panic).
+pub fn detect(model: &crate::model::Model, kin: &crate::kinematics::Kinematics) -> Vec<Contact> {
+    let mut out = Vec::new();
+    for (g0, g1) in broad_phase::filtered_pairs(model) {
+        let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);
+        if !broad_phase::bounds_overlap(model, kin, g0, g1, material.margin + material.gap) {
+            continue;
+        }
+        narrow_phase::collide_pair(model, kin, g0, g1, &material, &mut out);
+    }
+    out
 }

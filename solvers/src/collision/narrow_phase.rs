@@ -1,0 +1,96 @@
+//! Narrow phase: parry3d-f64 contact manifolds turned into [`Contact`] points.
+//!
+//! For an ordered pair `(g0, g1)` (see [`super::broad_phase`]) parry's
+//! `DefaultQueryDispatcher::contact_manifolds` is called with shape 1 = `g0`, shape 2 = `g1`,
+//! `pos12` = pose(g0)⁻¹ · pose(g1) and `prediction` = max(0, margin + gap) of the mixed
+//! material. Each manifold point gives one contact:
+//! * normal `n` = parry's `local_n1` taken to the world: the outward normal of `g0`, i.e. from
+//!   `geoms[0]` into `geoms[1]`;
+//! * `gap` = parry's `dist`, the signed distance between the two witness points along `n`
+//!   (m, negative in penetration);
+//! * `point` = midpoint of the two witness points (world, m), MuJoCo's `con.pos`;
+//! * kept when `gap ≤ margin + gap_mixed` (inclusive, MuJoCo ≥ 3.9, spec §A7).
+//!
+//! What parry's manifolds give for the cases this harness relies on (and MuJoCo's result where
+//! they differ, `engine_collision_primitive.c`, `engine_collision_box.c`):
+//! * plane–box: the vertices of the box face most anti-parallel to the plane normal that lie
+//!   within the prediction distance: 4 for a flat box, 2 for a box on an edge, 1 on a corner
+//!   (MuJoCo: the up-to-4 lowest of the 8 corners; the same points in these cases).
+//! * plane–sphere: 1 point, as MuJoCo.
+//! * plane–capsule: the two segment end-spheres, each kept if within the prediction: lying
+//!   flat 2 points, standing 1 (MuJoCo: the same two candidates).
+//! * plane–cylinder: parry approximates a cap by an inscribed square with a vertex at the
+//!   azimuth of the steepest descent (or at the cylinder's local +x when the axis is exactly
+//!   along the normal), and the side by one generator segment. Standing on a cap: the four rim
+//!   points at ±r along the geom's local x and y; lying: the 2 ends of the bottom generator.
+//!   MuJoCo's `mjc_PlaneCylinder` instead reports the deepest rim point, two more rim points at
+//!   ±120° and the opposite point (up to 4); the support polygon and the gaps of a standing or
+//!   lying cylinder agree, the point locations on the cap do not.
+//! * sphere–mesh: parry's composite manifolds (one per triangle in reach).
+//!
+//! A pair parry does not support (e.g. height field–height field) gives no contacts; it is not
+//! an error.
+
+use parry3d_f64::math::Vector as PVec;
+use parry3d_f64::query::{ContactManifold, DefaultQueryDispatcher, PersistentQueryDispatcher};
+
+use super::broad_phase::shape_pose;
+use super::frame::contact_frame;
+use super::{Contact, MixedMaterial};
+use crate::kinematics::Kinematics;
+use crate::model::{Model, Vec3};
+
+fn to_na(v: PVec) -> Vec3 {
+    Vec3::new(v.x, v.y, v.z)
+}
+
+/// Append to `out` the contacts between geoms `g0` and `g1` (already in MuJoCo's order) with
+/// mixed material `material`, in parry's generation order (see the module doc).
+pub fn collide_pair(
+    model: &Model,
+    kin: &Kinematics,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    out: &mut Vec<Contact>,
+) {
+    let (s0, s1) = (&model.collision_shapes[g0], &model.collision_shapes[g1]);
+    let (pose0, pose1) = (shape_pose(kin, s0, g0), shape_pose(kin, s1, g1));
+    if !(pose0.is_finite() && pose1.is_finite()) {
+        return;
+    }
+    let detect = material.margin + material.gap;
+    let pos12 = pose0.inv_mul(&pose1);
+    let mut manifolds: Vec<ContactManifold<(), ()>> = Vec::new();
+    let mut workspace = None;
+    let dispatcher = DefaultQueryDispatcher;
+    if dispatcher
+        .contact_manifolds(&pos12, &*s0.shape.0, &*s1.shape.0, detect.max(0.0), &mut manifolds, &mut workspace)
+        .is_err()
+    {
+        return;
+    }
+    let bodies = [model.geoms[g0].body, model.geoms[g1].body];
+    for m in &manifolds {
+        // Composite shapes may report the points in a sub-shape's frame.
+        let sub0 = m.subshape_pos1().map_or(pose0, |p| pose0 * *p);
+        let sub1 = m.subshape_pos2().map_or(pose1, |p| pose1 * *p);
+        let n = to_na(sub0.rotation * m.local_n1);
+        let frame = contact_frame(&n);
+        for pt in &m.points {
+            if !(pt.dist <= detect) {
+                continue;
+            }
+            let p0 = to_na(sub0 * pt.local_p1);
+            let p1 = to_na(sub1 * pt.local_p2);
+            out.push(Contact {
+                geoms: [g0, g1],
+                bodies,
+                point: (p0 + p1) * 0.5,
+                frame,
+                gap: pt.dist,
+                material: *material,
+            });
+        }
+    }
+}
