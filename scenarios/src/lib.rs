@@ -8,6 +8,8 @@
 //! unknown keys are errors. Defaults reproduce `shared/reference/README.md` so the same scenes
 //! can be compared with MuJoCo's trajectories.
 
+#![warn(missing_docs)]
+
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::{Model, ModelError, State};
 
@@ -61,13 +63,28 @@ impl Scene {
 pub enum SceneError {
     /// No scene with this name.
     #[error("unknown scene '{name}'; valid names: {valid}")]
-    Unknown { name: String, valid: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The registered names, comma separated.
+        valid: String,
+    },
     /// Parameters did not parse (unknown key, wrong type).
     #[error("scene '{name}': {message}")]
-    BadParams { name: String, message: String },
+    BadParams {
+        /// The scene.
+        name: String,
+        /// What is wrong (names the key).
+        message: String,
+    },
     /// The parameters produce an invalid model.
     #[error("scene '{name}': {source}")]
-    Model { name: String, source: ModelError },
+    Model {
+        /// The scene.
+        name: String,
+        /// The model error, naming the element.
+        source: ModelError,
+    },
 }
 
 /// A registered scene.

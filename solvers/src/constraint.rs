@@ -69,13 +69,31 @@ impl ContactComponent {
 pub enum RowKind {
     /// Component `component` of equality constraint `id` (index into [`Model::equalities`]):
     /// connect 0..3 (world x, y, z); weld 0..3 translation, 3..6 rotation; joint coupling 0.
-    Equality { id: usize, component: usize },
+    Equality {
+        /// Index into [`Model::equalities`].
+        id: usize,
+        /// Row within the constraint.
+        component: usize,
+    },
     /// Dry friction on dof `dof` (joint `frictionloss` > 0).
-    FrictionLoss { dof: usize },
+    FrictionLoss {
+        /// The dof (index into qvel).
+        dof: usize,
+    },
     /// A side of the range of joint `joint` (index into [`Model::joints`]).
-    JointLimit { joint: usize, side: LimitSide },
+    JointLimit {
+        /// Index into [`Model::joints`].
+        joint: usize,
+        /// Lower or upper side.
+        side: LimitSide,
+    },
     /// A component of the contact with index `contact` in the caller's contact list.
-    Contact { contact: usize, component: ContactComponent },
+    Contact {
+        /// Index in the caller's contact list.
+        contact: usize,
+        /// Which component of the contact frame.
+        component: ContactComponent,
+    },
 }
 
 /// One constraint row.

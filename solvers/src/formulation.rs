@@ -95,10 +95,20 @@ pub struct ParamDoc {
 pub enum FormulationError {
     /// No formulation with this name is registered.
     #[error("unknown formulation '{name}'; valid names: {valid}")]
-    Unknown { name: String, valid: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The registered names, comma separated.
+        valid: String,
+    },
     /// The parameters did not parse (unknown key, wrong type, ...).
     #[error("formulation '{name}': {message}")]
-    BadParams { name: String, message: String },
+    BadParams {
+        /// The formulation.
+        name: String,
+        /// What is wrong (names the key).
+        message: String,
+    },
 }
 
 /// A registered formulation: its name, one line of description, its parameters, and how to build it.

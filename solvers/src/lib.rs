@@ -8,6 +8,8 @@
 //!
 //! Nothing here knows about files, YAML or plots (see DESIGN.md, "Layout").
 
+#![warn(missing_docs)]
+
 pub mod actuation;
 pub mod collision;
 pub mod constraint;

@@ -13,12 +13,22 @@ pub enum RowCost {
     /// Always quadratic: `½ D jar²` (equality constraints).
     Equality,
     /// Huber cost with threshold `R·η`, `η` the friction loss (N or N m).
-    FrictionLoss { eta: f64 },
+    FrictionLoss {
+        /// Friction loss η (N or N m).
+        eta: f64,
+    },
     /// One-sided: `½ D jar²` if `jar < 0`, else 0 (limits, frictionless contacts, pyramid edges).
     Inequality,
     /// First row of an elliptic cone of `dim` rows: `mu` = regularized μ (μ0/√impratio),
     /// `mu_j` the friction of each friction row (index 0 unused).
-    Elliptic { dim: usize, mu: f64, mu_j: [f64; 6] },
+    Elliptic {
+        /// Rows in the cone (condim).
+        dim: usize,
+        /// Regularized friction μ0/√impratio.
+        mu: f64,
+        /// Friction of friction row j (index 0 unused).
+        mu_j: [f64; 6],
+    },
     /// A friction row of an elliptic cone (handled by its first row).
     EllipticFriction,
 }
