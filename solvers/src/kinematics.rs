@@ -48,13 +48,20 @@ pub struct Kinematics {
     pub geom_xquat: Vec<Quat>,
 }
 
-/// Read the scalar-first quaternion at `q[adr..adr + 4]`, normalized.
+/// Read the scalar-first quaternion at `q[adr..adr + 4]`, normalized as MuJoCo's
+/// `mju_normalize4` does (spec §A0): left unchanged when |‖q‖ − 1| ≤ 1e-15, otherwise
+/// multiplied by 1/‖q‖. The last bit matters for exactly resting contacts (spec §A7).
 ///
-/// A zero or non-finite quaternion gives the identity-free NaN rotation so that divergence
-/// propagates and is detected, rather than panicking.
+/// A zero or non-finite quaternion gives NaN so that divergence propagates and is detected,
+/// rather than panicking.
 pub fn quat_at(q: &nalgebra::DVector<f64>, adr: usize) -> Quat {
     let raw = nalgebra::Quaternion::new(q[adr], q[adr + 1], q[adr + 2], q[adr + 3]);
-    UnitQuaternion::new_unchecked(raw / raw.norm())
+    let norm = raw.norm();
+    if (norm - 1.0).abs() <= 1e-15 {
+        UnitQuaternion::new_unchecked(raw)
+    } else {
+        UnitQuaternion::new_unchecked(raw * (1.0 / norm))
+    }
 }
 
 /// Compute body, joint and geom placements and the dof motion subspaces at positions `q`.

@@ -20,6 +20,7 @@ pub mod broad_phase;
 pub mod frame;
 pub mod mixing;
 pub mod narrow_phase;
+pub mod plane_primitives;
 pub mod shapes;
 
 pub use frame::contact_frame;

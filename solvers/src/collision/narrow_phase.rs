@@ -28,6 +28,9 @@
 //!   lying cylinder agree, the point locations on the cap do not.
 //! * sphere–mesh: parry's composite manifolds (one per triangle in reach).
 //!
+//! Plane–sphere and plane–box are the exception: they use MuJoCo's own formulas and order of
+//! operations ([`super::plane_primitives`] explains why).
+//!
 //! A pair parry does not support (e.g. height field–height field) gives no contacts; it is not
 //! an error.
 
@@ -36,6 +39,7 @@ use parry3d_f64::query::{ContactManifold, DefaultQueryDispatcher, PersistentQuer
 
 use super::broad_phase::shape_pose;
 use super::frame::contact_frame;
+use super::plane_primitives::{plane_box, plane_sphere};
 use super::{Contact, MixedMaterial};
 use crate::kinematics::Kinematics;
 use crate::model::{Model, Vec3};
@@ -54,6 +58,9 @@ pub fn collide_pair(
     material: &MixedMaterial,
     out: &mut Vec<Contact>,
 ) {
+    if mujoco_plane_pair(model, kin, g0, g1, material, out) {
+        return;
+    }
     let (s0, s1) = (&model.collision_shapes[g0], &model.collision_shapes[g1]);
     let (pose0, pose1) = (shape_pose(kin, s0, g0), shape_pose(kin, s1, g1));
     if !(pose0.is_finite() && pose1.is_finite()) {
@@ -93,4 +100,25 @@ pub fn collide_pair(
             });
         }
     }
+}
+
+/// Plane–sphere and plane–box with MuJoCo's arithmetic ([`super::plane_primitives`]).
+/// Returns false for every other pair.
+fn mujoco_plane_pair(model: &Model, kin: &Kinematics, g0: usize, g1: usize, material: &MixedMaterial, out: &mut Vec<Contact>) -> bool {
+    use crate::geometry::GeomShape;
+    if model.geoms[g0].shape != GeomShape::Plane {
+        return false;
+    }
+    let detect = material.margin + material.gap;
+    let (pp, pq) = (kin.geom_xpos[g0], kin.geom_xquat[g0]);
+    let candidates = match &model.geoms[g1].shape {
+        GeomShape::Sphere { radius } => plane_sphere(&pp, &pq, &kin.geom_xpos[g1], *radius, detect).into_iter().collect(),
+        GeomShape::Box { half } => plane_box(&pp, &pq, &kin.geom_xpos[g1], &kin.geom_xquat[g1], half, detect),
+        _ => return false,
+    };
+    let bodies = [model.geoms[g0].body, model.geoms[g1].body];
+    for (point, n, gap) in candidates {
+        out.push(Contact { geoms: [g0, g1], bodies, point, frame: contact_frame(&n), gap, material: *material });
+    }
+    true
 }
