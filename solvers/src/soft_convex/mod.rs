@@ -73,6 +73,14 @@ pub struct SoftConvexParams {
     pub refsafe: bool,
     /// Integrator.
     pub integrator: Integrator,
+    /// Replace every contact's solref by the direct-format solref that realizes a physical
+    /// spring-damper along the normal ([`rows::physical_solref`]), with the geoms' penalty
+    /// material `ke`, `kd` (the penalty formulation's contact) unless overridden below.
+    pub physical_contact: bool,
+    /// Override of the physical contact stiffness (N/m); implies `physical_contact`.
+    pub ke: Option<f64>,
+    /// Override of the physical contact damping (N s/m); implies `physical_contact`.
+    pub kd: Option<f64>,
 }
 
 impl Default for SoftConvexParams {
@@ -88,6 +96,9 @@ impl Default for SoftConvexParams {
             warmstart: true,
             refsafe: true,
             integrator: Integrator::Euler,
+            physical_contact: false,
+            ke: None,
+            kd: None,
         }
     }
 }
@@ -104,6 +115,9 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "warmstart", default: "true", unit: "-", doc: "warm-start from the previous accelerations" },
     ParamDoc { name: "refsafe", default: "true", unit: "-", doc: "raise solref time constants to at least 2 h" },
     ParamDoc { name: "integrator", default: "euler", unit: "-", doc: "integrator (euler: semi-implicit, implicit damping)" },
+    ParamDoc { name: "physical_contact", default: "false", unit: "-", doc: "map the geoms' penalty ke/kd to a direct-format solref per contact" },
+    ParamDoc { name: "ke", default: "material", unit: "N/m", doc: "physical contact stiffness (implies physical_contact)" },
+    ParamDoc { name: "kd", default: "material", unit: "N s/m", doc: "physical contact damping (implies physical_contact)" },
 ];
 
 /// Registry entry.
@@ -154,6 +168,13 @@ impl SoftConvex {
         if !(params.ls_tolerance.is_finite() && params.ls_tolerance > 0.0) {
             return Err(bad(format!("ls_tolerance = {} must be finite and > 0", params.ls_tolerance)));
         }
+        for (what, v) in [("ke", params.ke), ("kd", params.kd)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(bad(format!("{what} = {v} must be finite and >= 0")));
+                }
+            }
+        }
         if params.ls_iterations == 0 {
             return Err(bad("ls_iterations must be >= 1".into()));
         }
@@ -193,7 +214,8 @@ impl SoftConvex {
         let a0 = mchol.solve(&f_s);
         let contacts = detect(model, &kin);
         let inv = self.inv_weights(model);
-        let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe };
+        let physical = (p.physical_contact || p.ke.is_some() || p.kd.is_some()).then_some((p.ke, p.kd));
+        let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe, physical };
         let rows = assemble(model, &kin, &state.q, &state.v, &contacts, &inv, &settings);
 
         let (qacc, force, iterations, gradient, converged) = if rows.kinds.is_empty() {

@@ -37,6 +37,52 @@ pub struct RowSettings {
     pub h: f64,
     /// Raise solref time constants to at least 2h (MuJoCo's `refsafe` flag).
     pub refsafe: bool,
+    /// Physical contact stiffness mapping (see [`physical_solref`]): `None` keeps each
+    /// contact's solref; `Some(overrides)` replaces it by the direct-format solref mapped from
+    /// `(ke N/m, kd N s/m)`, each taken from `overrides` or else from the contact's mixed
+    /// penalty material.
+    pub physical: Option<(Option<f64>, Option<f64>)>,
+}
+
+/// Direct-format solref `(−K dmax², −B dmax)` that makes a contact hold the static
+/// penetration of a spring of stiffness `ke` (N/m) with the damping ratio of a damper `kd`
+/// (N s/m), for a contact whose share of its body pair has inverse effective mass `t` (1/kg).
+///
+/// Stiffness (spec §A2–§A3; shared/reference README, "Resting penetration follows a closed
+/// form"): at rest a row with regularizer R and impedance d develops the force `f = K d r / R`
+/// for penetration `r` (MuJoCo's `K d r = R f`). A contact's normal force is
+/// `f_n = K d r / R_eff`, with `R_eff = R_0 = (1 − d)/d · t` for an elliptic or frictionless
+/// contact and `R_eff = R_edge / (2(dim − 1))` for a pyramid of `2(dim − 1)` edges. Requiring
+/// `f_n = ke·r` gives **`K = ke R_eff / d`**, exact at rest. The contact's solimp is made flat
+/// at its dmax (d = dmax everywhere), so the mapped spring is linear: with MuJoCo's default
+/// position-dependent d, `K d` would vary twofold over the 1 mm solimp width and the
+/// pyramidal contact was measured to settle into a limit cycle ten times deeper than m g/(4 ke).
+///
+/// Damping: MuJoCo's soft row is not a spring-damper. Its dynamics are
+/// `r̈ = (A/(A + R))(−B ṙ − K d r)` (+ the unconstrained acceleration), so the stiffness that
+/// governs motion, `K d A/(A + R)`, differs from the static one `K d / R`. A force-equivalent
+/// damper `B = kd R_eff` would be far too weak (a pyramid's `R_eff` is about 2μ² times smaller
+/// than an elliptic one), so the mapping preserves the dimensionless **damping ratio**
+/// `ζ = kd / (2 √(ke / t))` of the physical contact, `t` the inverse effective mass of the
+/// contact's share of its body pair (MuJoCo's translational inverse weights summed over the
+/// two bodies, times the number of contacts acting in parallel on that pair):
+/// **`B = 2 ζ ω`**, `ω = √(K d t / (t + R_eff))`. With `ke = 0` the damper is mapped as a
+/// force, `B = kd (t + R_eff)`.
+///
+/// What it cannot preserve: the dynamic stiffness and hence impact penetration and contact
+/// duration (MuJoCo's regularized dynamics are softer than the spring for the same static
+/// penetration), the exact damping force at impact, and coupling between contacts sharing a
+/// body (t is MuJoCo's diagonal approximation at qpos0: exact for a free body's translation,
+/// approximate for articulated chains). Friction and tangential compliance are unchanged.
+pub fn physical_solref(ke: f64, kd: f64, d: f64, dmax: f64, r_eff: f64, t: f64) -> [f64; 2] {
+    let k = ke * r_eff / d;
+    let b = if ke > 0.0 && t > 0.0 {
+        let zeta = kd / (2.0 * (ke / t).sqrt());
+        2.0 * zeta * (k * d * t / (t + r_eff)).sqrt()
+    } else {
+        kd * (t + r_eff)
+    };
+    [-k * dmax * dmax, -b * dmax]
 }
 
 /// Default solver parameters of non-contact rows (MuJoCo defaults, spec §A8).
@@ -166,6 +212,11 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
         rows.push(row);
     }
 
+    // Contacts (with rows) sharing each body pair: they act in parallel on the same effective
+    // mass, which the physical mapping's damping ratio accounts for.
+    let pair_count = |bodies: [usize; 2]| {
+        contacts.iter().filter(|o| o.gap < o.material.margin && (o.bodies == bodies || o.bodies == [bodies[1], bodies[0]])).count().max(1)
+    };
     let mut blocks = Vec::new();
     for (ci, c) in contacts.iter().enumerate() {
         let m = &c.material;
@@ -183,17 +234,39 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
         let tran = inv.body[c.bodies[0]][0] + inv.body[c.bodies[1]][0];
         let rot = inv.body[c.bodies[0]][1] + inv.body[c.bodies[1]][1];
         let imp_at = (c.gap, include_margin);
-        let (d_normal, _) = impedance(&m.solimp, c.gap, include_margin);
+        // A physically mapped contact uses a flat impedance at dmax, so that its spring is linear
+        // (a position-dependent d makes the mapped stiffness K·d vary with penetration).
+        let solimp = match s.physical {
+            None => m.solimp,
+            Some(_) => {
+                let dmax = super::impedance::clamp_solimp(&m.solimp)[1];
+                [dmax, dmax, m.solimp[2], m.solimp[3], m.solimp[4]]
+            }
+        };
+        let (d_normal, _) = impedance(&solimp, c.gap, include_margin);
         let first = rows.len();
         let pyramidal = s.cone == Cone::Pyramidal && dim > 1;
+        let solref = match s.physical {
+            None => m.solref,
+            Some((ke, kd)) => {
+                let r_eff = if pyramidal {
+                    let mu_reg2 = friction[0] * friction[0] / s.impratio.max(MINVAL);
+                    2.0 * mu_reg2 * regularizer(d_normal, tran * (1.0 + friction[0] * friction[0])) / (2.0 * (dim - 1) as f64)
+                } else {
+                    regularizer(d_normal, tran)
+                };
+                let dmax = solimp[1];
+                physical_solref(ke.unwrap_or(m.ke), kd.unwrap_or(m.kd), d_normal, dmax, r_eff, tran * pair_count(c.bodies) as f64)
+            }
+        };
         let mk = |jac: DVector<f64>, pos: f64, margin: f64, diag: f64, kind: RowCost| Row {
             vel: jac.dot(v),
             jac,
             pos,
             margin,
             imp_at,
-            solref: m.solref,
-            solimp: m.solimp,
+            solref,
+            solimp,
             no_stiffness: false,
             diag_approx: diag,
             kind,
