@@ -14,6 +14,7 @@ use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::{Model, ModelError, State};
 
 pub mod closed_form;
+pub mod mjcf;
 
 /// Open-loop controls: `u(t, state)` returns one value per actuator.
 pub type ControlLaw = fn(t: f64, state: &State) -> Vec<f64>;
@@ -88,6 +89,7 @@ pub enum SceneError {
 }
 
 /// A registered scene.
+#[derive(Clone, Copy)]
 pub struct SceneEntry {
     /// Registry name.
     pub name: &'static str,
@@ -99,8 +101,17 @@ pub struct SceneEntry {
     pub build: fn(&serde_json::Value) -> Result<Scene, SceneError>,
 }
 
-/// Every scene contactlab knows, in display order.
-pub const SCENES: &[SceneEntry] = closed_form::ENTRIES;
+/// Every scene contactlab knows, in display order: the closed-form scenes, then `mjcf`.
+pub const SCENES: &[SceneEntry] = &{
+    const N: usize = closed_form::ENTRIES.len();
+    let mut all = [mjcf::MJCF; N + 1];
+    let mut i = 0;
+    while i < N {
+        all[i] = closed_form::ENTRIES[i];
+        i += 1;
+    }
+    all
+};
 
 /// Look up a scene by name.
 ///

@@ -29,6 +29,12 @@ pub enum GeomShape {
     /// Height field over the geom's xy plane: `heights[(i, j)]` is z (m) at
     /// x = −size_x/2 + j·size_x/(ncols − 1), y = −size_y/2 + i·size_y/(nrows − 1).
     HeightField { heights: nalgebra::DMatrix<f64>, size_x: f64, size_y: f64 },
+    /// Ellipsoid with semi-axes `radii` along the geom's x, y, z (MuJoCo `ellipsoid`, size =
+    /// radii).
+    ///
+    /// Collision uses an inscribed polytope (parry has no ellipsoid), see
+    /// [`crate::collision::shapes::collision_shape`].
+    Ellipsoid { radii: Vec3 },
 }
 
 impl GeomShape {
@@ -43,6 +49,7 @@ impl GeomShape {
             GeomShape::ConvexMesh { .. } => "convex_mesh",
             GeomShape::TriangleMesh { .. } => "triangle_mesh",
             GeomShape::HeightField { .. } => "height_field",
+            GeomShape::Ellipsoid { .. } => "ellipsoid",
         }
     }
 
@@ -53,6 +60,7 @@ impl GeomShape {
         match self {
             GeomShape::Sphere { radius } | GeomShape::Capsule { radius, .. } => *radius,
             GeomShape::Box { half } => half.min(),
+            GeomShape::Ellipsoid { radii } => radii.min(),
             GeomShape::Cylinder { radius, half_length } => radius.min(*half_length),
             GeomShape::ConvexMesh { vertices } => {
                 let (lo, hi) = bounds(vertices);
@@ -82,6 +90,11 @@ impl GeomShape {
                 pos("half-size x", half.x)?;
                 pos("half-size y", half.y)?;
                 pos("half-size z", half.z)
+            }
+            GeomShape::Ellipsoid { radii } => {
+                pos("radius x", radii.x)?;
+                pos("radius y", radii.y)?;
+                pos("radius z", radii.z)
             }
             GeomShape::Capsule { radius, half_length } => {
                 pos("radius", *radius)?;

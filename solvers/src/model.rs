@@ -74,12 +74,135 @@ pub struct Options {
     pub timestep: f64,
     /// Gravitational acceleration (m/s², world frame). Default (0, 0, −9.81).
     pub gravity: Vec3,
+    /// Time integrator (MuJoCo `integrator`). Default Euler.
+    #[serde(default)]
+    pub integrator: Integrator,
+    /// Friction cone (MuJoCo `cone`). Default pyramidal.
+    #[serde(default)]
+    pub cone: Cone,
+    /// Ratio of frictional to normal constraint impedance (MuJoCo `impratio`, -). Default 1.
+    #[serde(default = "default_one")]
+    pub impratio: f64,
+    /// Constraint solver (MuJoCo `solver`). Default Newton.
+    #[serde(default)]
+    pub solver: SolverKind,
+    /// Maximum main-solver iterations (MuJoCo `iterations`). Default 100.
+    #[serde(default = "default_iterations")]
+    pub iterations: usize,
+    /// Main-solver tolerance on the scaled cost improvement / gradient (MuJoCo `tolerance`, -).
+    /// Default 1e-8.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// Maximum line-search iterations per solver iteration (MuJoCo `ls_iterations`). Default 50.
+    #[serde(default = "default_ls_iterations")]
+    pub ls_iterations: usize,
+    /// Line-search tolerance (MuJoCo `ls_tolerance`, -). Default 0.01.
+    #[serde(default = "default_ls_tolerance")]
+    pub ls_tolerance: f64,
+    /// Iterations of the no-slip post-solver; 0 disables it (MuJoCo `noslip_iterations`).
+    /// Default 0.
+    #[serde(default)]
+    pub noslip_iterations: usize,
+    /// Pipeline stages switched off (MuJoCo `<flag>` entries of `disableflags`). Default: none.
+    #[serde(default)]
+    pub disable: DisableFlags,
+}
+
+fn default_one() -> f64 {
+    1.0
+}
+fn default_iterations() -> usize {
+    100
+}
+fn default_tolerance() -> f64 {
+    1e-8
+}
+fn default_ls_iterations() -> usize {
+    50
+}
+fn default_ls_tolerance() -> f64 {
+    0.01
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { timestep: 0.002, gravity: Vec3::new(0.0, 0.0, -9.81) }
+        Self {
+            timestep: 0.002,
+            gravity: Vec3::new(0.0, 0.0, -9.81),
+            integrator: Integrator::default(),
+            cone: Cone::default(),
+            impratio: 1.0,
+            solver: SolverKind::default(),
+            iterations: 100,
+            tolerance: 1e-8,
+            ls_iterations: 50,
+            ls_tolerance: 0.01,
+            noslip_iterations: 0,
+            disable: DisableFlags::default(),
+        }
     }
+}
+
+/// Time integrator (MuJoCo `mjtIntegrator`; spec soft_convex §A6). Default [`Integrator::Euler`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Integrator {
+    /// Semi-implicit Euler, with implicit joint damping (MuJoCo `Euler`, the default).
+    #[default]
+    Euler,
+    /// Implicit in velocity, without the Coriolis derivatives (MuJoCo `implicitfast`).
+    ImplicitFast,
+    /// Implicit in velocity (MuJoCo `implicit`).
+    Implicit,
+    /// Fourth-order Runge-Kutta (MuJoCo `RK4`).
+    Rk4,
+}
+
+/// Friction cone (MuJoCo `mjtCone`). Default [`Cone::Pyramidal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cone {
+    /// Pyramidal cone: 2 (condim − 1) edge rows per contact (MuJoCo's default).
+    #[default]
+    Pyramidal,
+    /// Elliptic (second-order) cone.
+    Elliptic,
+}
+
+/// Constraint solver (MuJoCo `mjtSolver`). Default [`SolverKind::Newton`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SolverKind {
+    /// Newton's method on the primal problem (MuJoCo's default).
+    #[default]
+    Newton,
+    /// Nonlinear conjugate gradient on the primal problem.
+    Cg,
+    /// Projected Gauss-Seidel on the dual problem.
+    Pgs,
+}
+
+/// Pipeline stages that MuJoCo's `<option><flag .../></option>` can disable (`mjtDisableBit`).
+/// `true` means the stage is **disabled**; the default (all `false`) is MuJoCo's default.
+/// Formulations consult these flags; the model itself keeps its data (e.g. `gravity` is not
+/// zeroed when `gravity` is disabled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DisableFlags {
+    /// No warm start of the constraint solver (`warmstart="disable"`).
+    pub warmstart: bool,
+    /// No safety clamp of solref's time constant to 2h (`refsafe="disable"`).
+    pub refsafe: bool,
+    /// No contacts (collision detection off) (`contact="disable"`).
+    pub contact: bool,
+    /// No gravity (`gravity="disable"`).
+    pub gravity: bool,
+    /// No joint limits (`limit="disable"`).
+    pub limit: bool,
+    /// No equality constraints (`equality="disable"`).
+    pub equality: bool,
+    /// No joint friction loss (`frictionloss="disable"`).
+    pub frictionloss: bool,
 }
 
 /// A rigid body: where it sits in the tree, its inertia, and the joints that move it.
@@ -138,6 +261,12 @@ impl JointKind {
     }
 }
 
+/// MuJoCo's default solref everywhere (time constant 0.02 s, damping ratio 1) (spec §A8).
+pub const DEFAULT_SOLREF: [f64; 2] = [0.02, 1.0];
+/// MuJoCo's default solimp everywhere (d0 0.9, dmax 0.95, width 0.001 m, midpoint 0.5, power 2)
+/// (spec §A8).
+pub const DEFAULT_SOLIMP: [f64; 5] = [0.9, 0.95, 0.001, 0.5, 2.0];
+
 /// A joint between a body and its parent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Joint {
@@ -170,6 +299,18 @@ pub struct Joint {
     pub qpos_adr: usize,
     /// Address of the first dof in `qvel` (set by [`Model::new`]).
     pub dof_adr: usize,
+    /// Distance (rad or m) from a limit at which the limit constraint becomes active
+    /// (MuJoCo `margin`). Default 0.
+    pub margin: f64,
+    /// solref of the limit constraint (MuJoCo `solreflimit`). Default (0.02, 1).
+    pub solref_limit: [f64; 2],
+    /// solimp of the limit constraint (MuJoCo `solimplimit`). Default (0.9, 0.95, 0.001, 0.5, 2).
+    pub solimp_limit: [f64; 5],
+    /// solref of the friction-loss constraint (MuJoCo `solreffriction`). Default (0.02, 1).
+    pub solref_friction: [f64; 2],
+    /// solimp of the friction-loss constraint (MuJoCo `solimpfriction`).
+    /// Default (0.9, 0.95, 0.001, 0.5, 2).
+    pub solimp_friction: [f64; 5],
 }
 
 impl Joint {
@@ -190,6 +331,11 @@ impl Joint {
             reference: 0.0,
             qpos_adr: 0,
             dof_adr: 0,
+            margin: 0.0,
+            solref_limit: DEFAULT_SOLREF,
+            solimp_limit: DEFAULT_SOLIMP,
+            solref_friction: DEFAULT_SOLREF,
+            solimp_friction: DEFAULT_SOLIMP,
         }
     }
 }
@@ -339,6 +485,62 @@ impl Equality {
     }
 }
 
+/// Soft-constraint parameters of one equality constraint (MuJoCo `eq_solref`, `eq_solimp`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EqualitySoft {
+    /// Reference (time constant s, damping ratio) or direct (−stiffness, −damping). Default (0.02, 1).
+    pub solref: [f64; 2],
+    /// Impedance (d0, dmax, width m, midpoint, power). Default (0.9, 0.95, 0.001, 0.5, 2).
+    pub solimp: [f64; 5],
+}
+
+impl Default for EqualitySoft {
+    fn default() -> Self {
+        Self { solref: DEFAULT_SOLREF, solimp: DEFAULT_SOLIMP }
+    }
+}
+
+/// An explicit contact pair (MuJoCo `<contact><pair>`): the two geoms collide with these
+/// parameters instead of the mixed geom materials, regardless of contype/conaffinity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContactPair {
+    /// The two geoms (indices into [`Model::geoms`]).
+    pub geoms: [usize; 2],
+    /// Contact dimensionality: 1, 3, 4 or 6. Default 3.
+    pub condim: u8,
+    /// Friction (tangent1, tangent2 [-], torsional [m], rolling1, rolling2 [m]).
+    /// Default (1, 1, 0.005, 1e-4, 1e-4).
+    pub friction: [f64; 5],
+    /// solref of the normal direction. Default (0.02, 1).
+    pub solref: [f64; 2],
+    /// solref of the friction directions (elliptic cones only); (0, 0) means "same as solref"
+    /// (MuJoCo `solreffriction`). Default (0, 0).
+    pub solref_friction: [f64; 2],
+    /// solimp. Default (0.9, 0.95, 0.001, 0.5, 2).
+    pub solimp: [f64; 5],
+    /// Distance (m) below which the contact produces force (MuJoCo `margin`). Default 0.
+    pub margin: f64,
+    /// Extra detection distance beyond `margin` (m) (MuJoCo `gap`). Default 0.
+    pub gap: f64,
+}
+
+impl ContactPair {
+    /// A pair of `geoms` with MuJoCo's `<pair>` defaults.
+    pub fn new(geoms: [usize; 2]) -> Self {
+        Self {
+            geoms,
+            condim: 3,
+            friction: [1.0, 1.0, 0.005, 1e-4, 1e-4],
+            solref: DEFAULT_SOLREF,
+            solref_friction: [0.0, 0.0],
+            solimp: DEFAULT_SOLIMP,
+            margin: 0.0,
+            gap: 0.0,
+        }
+    }
+}
+
 /// A validated mechanical model. Build it with [`Model::new`].
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -376,6 +578,13 @@ pub struct Model {
     /// [`Model::new`] with [`crate::collision::collision_shape`]. If a geom's `shape` is changed
     /// afterwards, rebuild its entry with that function.
     pub collision_shapes: Vec<crate::collision::CollisionShape>,
+    /// Soft-constraint parameters of each equality, parallel to `equalities` (same length).
+    pub equality_soft: Vec<EqualitySoft>,
+    /// Explicit contact pairs (MuJoCo `<pair>`), checked in addition to the filtered geom pairs.
+    pub pairs: Vec<ContactPair>,
+    /// Body pairs `(body1, body2)` whose geoms never collide (MuJoCo `<exclude>`), applied to
+    /// the filtered geom pairs (not to explicit `pairs`).
+    pub excludes: Vec<(usize, usize)>,
 }
 
 /// Unvalidated parts of a model, assembled by a scene builder or a model-file loader.
@@ -395,6 +604,13 @@ pub struct ModelParts {
     pub actuators: Vec<Actuator>,
     /// Equality constraints.
     pub equalities: Vec<Equality>,
+    /// Soft-constraint parameters of the equalities, parallel to `equalities`; may be shorter
+    /// (missing entries get MuJoCo's defaults, [`EqualitySoft::default`]), not longer.
+    pub equality_soft: Vec<EqualitySoft>,
+    /// Explicit contact pairs (MuJoCo `<pair>`).
+    pub pairs: Vec<ContactPair>,
+    /// Excluded body pairs (MuJoCo `<exclude>`), body indices as in the final model (world 0).
+    pub excludes: Vec<(usize, usize)>,
 }
 
 impl Body {
@@ -432,7 +648,19 @@ impl Model {
     /// # Errors
     /// The first invalid element found, as a [`ModelError`] naming it.
     pub fn new(parts: ModelParts) -> Result<Self, ModelError> {
-        let ModelParts { name, options, bodies: user_bodies, joints: user_joints, geoms, actuators, equalities } = parts;
+        let ModelParts {
+            name,
+            options,
+            bodies: user_bodies,
+            joints: user_joints,
+            geoms,
+            actuators,
+            equalities,
+            mut equality_soft,
+            pairs,
+            excludes,
+        } = parts;
+        validate_options(&options)?;
         if !finite3(&options.gravity) {
             return Err(bad_param("option", "gravity", f64::NAN, "must be finite"));
         }
@@ -518,6 +746,11 @@ impl Model {
             if !j.springref.is_finite() || !j.reference.is_finite() || !finite3(&j.pos) {
                 return Err(bad_param(&elem, "pos/springref/ref", f64::NAN, "must be finite"));
             }
+            if !j.margin.is_finite()
+                || j.solref_limit.iter().chain(&j.solref_friction).chain(&j.solimp_limit).chain(&j.solimp_friction).any(|v| !v.is_finite())
+            {
+                return Err(bad_param(&elem, "margin/solref/solimp", f64::NAN, "must be finite"));
+            }
             j.qpos_adr = nq;
             j.dof_adr = nv;
             nq += j.kind.nq();
@@ -600,6 +833,42 @@ impl Model {
                 }
             }
         }
+        if equality_soft.len() > equalities.len() {
+            return Err(bad_param("model", "equality_soft", equality_soft.len() as f64, "longer than equalities"));
+        }
+        equality_soft.resize(equalities.len(), EqualitySoft::default());
+        for (e, soft) in equalities.iter().zip(&equality_soft) {
+            if soft.solref.iter().chain(&soft.solimp).any(|v| !v.is_finite()) {
+                return Err(bad_param(&format!("equality '{}'", e.name()), "solref/solimp", f64::NAN, "must be finite"));
+            }
+        }
+        for (i, p) in pairs.iter().enumerate() {
+            let elem = format!("contact pair {i}");
+            for g in p.geoms {
+                if g >= geoms.len() {
+                    return Err(ModelError::BadIndex { element: elem, what: "geom", index: g, count: geoms.len() });
+                }
+            }
+            if ![1, 3, 4, 6].contains(&p.condim) {
+                return Err(bad_param(&elem, "condim", p.condim as f64, "must be 1, 3, 4 or 6"));
+            }
+            if let Some(&f) = p.friction.iter().find(|f| !(f.is_finite() && **f >= 0.0)) {
+                return Err(bad_param(&elem, "friction", f, "friction must be finite and >= 0"));
+            }
+            if !p.margin.is_finite()
+                || !p.gap.is_finite()
+                || p.solref.iter().chain(&p.solref_friction).chain(&p.solimp).any(|v| !v.is_finite())
+            {
+                return Err(bad_param(&elem, "margin/gap/solref/solimp", f64::NAN, "must be finite"));
+            }
+        }
+        for &(a, b) in &excludes {
+            for idx in [a, b] {
+                if idx >= nbody {
+                    return Err(ModelError::BadIndex { element: "contact exclude".into(), what: "body", index: idx, count: nbody });
+                }
+            }
+        }
         let dof_body: Vec<usize> = dof_joint.iter().map(|&j| joints[j].body).collect();
         // Last dof of each body's chain (None for bodies welded to the world).
         let mut body_last_dof: Vec<Option<usize>> = vec![None; nbody];
@@ -631,6 +900,9 @@ impl Model {
             qpos0: DVector::from_vec(qpos0),
             eq_anchor2: Vec::new(),
             collision_shapes,
+            equality_soft,
+            pairs,
+            excludes,
         };
         let kin = crate::kinematics::forward_kinematics(&model, &model.qpos0);
         model.eq_anchor2 = model
@@ -679,6 +951,18 @@ impl Model {
 
 fn bad_param(element: &str, what: &'static str, value: f64, why: &'static str) -> ModelError {
     ModelError::BadParameter { element: element.to_string(), what, value, why }
+}
+
+fn validate_options(o: &Options) -> Result<(), ModelError> {
+    for (what, v) in [("impratio", o.impratio), ("tolerance", o.tolerance), ("ls_tolerance", o.ls_tolerance)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad_param("option", what, v, "must be finite and >= 0"));
+        }
+    }
+    if o.impratio < 1e-10 {
+        return Err(bad_param("option", "impratio", o.impratio, "must be positive"));
+    }
+    Ok(())
 }
 
 fn validate_inertia(b: &Body) -> Result<(), ModelError> {

@@ -41,6 +41,7 @@ pub fn type_rank(shape: &GeomShape) -> u8 {
         GeomShape::HeightField { .. } => 1,
         GeomShape::Sphere { .. } => 2,
         GeomShape::Capsule { .. } => 3,
+        GeomShape::Ellipsoid { .. } => 4,
         GeomShape::Cylinder { .. } => 5,
         GeomShape::Box { .. } => 6,
         GeomShape::ConvexMesh { .. } | GeomShape::TriangleMesh { .. } => 7,
@@ -61,6 +62,8 @@ fn pv(x: f64, y: f64, z: f64) -> PVec {
 /// * plane → [`HalfSpace`] with outward normal +z;
 /// * box → [`Cuboid`] (half-extents); sphere → [`Ball`];
 /// * capsule, cylinder → [`Capsule`] / [`Cylinder`] along parry's y, with `offset` = +90° about x;
+/// * ellipsoid → [`ConvexPolyhedron`] hull of 24 × 48 surface samples (parry has no ellipsoid;
+///   an inscribed approximation within 0.86 % of the largest radius);
 /// * convex mesh → [`ConvexPolyhedron`] of the vertices' convex hull;
 /// * triangle mesh → [`TriMesh`];
 /// * height field → [`HeightField`] (rows flipped so that parry's z = −y), `offset` as above.
@@ -82,6 +85,23 @@ pub fn collision_shape(geom: &str, shape: &GeomShape) -> Result<CollisionShape, 
         }
         GeomShape::Cylinder { radius, half_length } => {
             (SharedShape::new(Cylinder::new(*half_length, *radius)), y_to_z())
+        }
+        GeomShape::Ellipsoid { radii } => {
+            // parry has no ellipsoid: use the convex hull of 24 x 48 latitude-longitude samples
+            // of its surface (an inscribed polytope; the surface is under-estimated by at most
+            // r (1 - cos(pi/24)) = 0.86 % of the largest radius).
+            let (nlat, nlon) = (24, 48);
+            let mut pts = vec![pv(0.0, 0.0, radii.z), pv(0.0, 0.0, -radii.z)];
+            for i in 1..nlat {
+                let th = std::f64::consts::PI * i as f64 / nlat as f64;
+                for j in 0..nlon {
+                    let ph = 2.0 * std::f64::consts::PI * j as f64 / nlon as f64;
+                    pts.push(pv(radii.x * th.sin() * ph.cos(), radii.y * th.sin() * ph.sin(), radii.z * th.cos()));
+                }
+            }
+            let hull = ConvexPolyhedron::from_convex_hull(&pts)
+                .ok_or_else(|| bad_mesh("parry could not build the ellipsoid's hull".into()))?;
+            (SharedShape::new(hull), ident)
         }
         GeomShape::ConvexMesh { vertices } => {
             let pts: Vec<PVec> = vertices.iter().map(|p| pv(p.x, p.y, p.z)).collect();
