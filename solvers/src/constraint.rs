@@ -230,12 +230,14 @@ pub fn quat_angle_axis(q: &DVector<f64>, adr: usize) -> (f64, Vec3) {
 ///   dofs, θ and axis from [`quat_angle_axis`] (θ̇ = axis·ω in the body frame);
 /// * free joints have no limits.
 ///
-/// A row exists only where `dist < margin` (m or rad; MuJoCo's `jnt_margin`, 0 by default).
-pub fn limit_rows(model: &Model, q: &DVector<f64>, v: &DVector<f64>, margin: f64) -> Vec<ConstraintRow> {
+/// A row exists only where `dist < jnt.margin + extra_margin` (m or rad; MuJoCo's `jnt_margin`,
+/// 0 by default; `extra_margin` widens the activation for tests and diagnostics, 0 in a step).
+pub fn limit_rows(model: &Model, q: &DVector<f64>, v: &DVector<f64>, extra_margin: f64) -> Vec<ConstraintRow> {
     let nv = model.nv;
     let mut rows = Vec::new();
     for (ji, j) in model.joints.iter().enumerate() {
         let Some((lo, hi)) = j.range else { continue };
+        let margin = j.margin + extra_margin;
         match j.kind {
             JointKind::Hinge | JointKind::Slide => {
                 let x = q[j.qpos_adr];
@@ -312,7 +314,7 @@ pub fn contact_rows(
 }
 
 /// The model's non-contact rows in MuJoCo's order: equality, friction loss, limits (with limit
-/// margin `limit_margin`, m or rad). Contact rows ([`contact_rows`]) go after these.
+/// activation widened by `limit_margin`, m or rad, see [`limit_rows`]). Contact rows ([`contact_rows`]) go after these.
 pub fn model_rows(
     model: &Model,
     kin: &Kinematics,

@@ -34,45 +34,37 @@ use crate::collision::detect;
 use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
 use crate::formulation::{parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc, StepReport};
 use crate::kinematics::forward_kinematics;
-use crate::model::{Model, State};
+use crate::model::{Cone, Integrator, Model, SolverKind, State};
 use invweight::InvWeights;
-pub use rows::Cone;
 use rows::{assemble, RowSettings, Rows};
-pub use solver::SolverKind;
 use solver::{solve, Problem, SolverSettings};
 
-/// The integrator (MuJoCo `integrator`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Integrator {
-    /// Semi-implicit Euler, with implicit joint damping when any joint is damped.
-    Euler,
-}
-
-/// Parameters of `soft_convex` (MuJoCo `<option>` names and defaults, spec §A8).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Parameters of `soft_convex`. Every solver option left unset (`null`, the default) takes the
+/// model's own value (MuJoCo `<option>`, e.g. from an MJCF file; MuJoCo's defaults for built-in
+/// scenes, spec §A8), so an MJCF model runs exactly as MuJoCo would run it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SoftConvexParams {
     /// Friction cone: `pyramidal` or `elliptic`.
-    pub cone: Cone,
-    /// Primal solver: `newton` or `cg`.
-    pub solver: SolverKind,
+    pub cone: Option<Cone>,
+    /// Primal solver: `newton` or `cg` (`pgs` is not implemented).
+    pub solver: Option<SolverKind>,
     /// Maximum solver iterations.
-    pub iterations: usize,
+    pub iterations: Option<usize>,
     /// Solver tolerance (dimensionless, on scaled cost improvement and gradient).
-    pub tolerance: f64,
+    pub tolerance: Option<f64>,
     /// Maximum line-search evaluations per iteration.
-    pub ls_iterations: usize,
+    pub ls_iterations: Option<usize>,
     /// Line-search tolerance, relative to `tolerance`.
-    pub ls_tolerance: f64,
+    pub ls_tolerance: Option<f64>,
     /// Ratio of frictional to normal constraint impedance (> 0).
-    pub impratio: f64,
+    pub impratio: Option<f64>,
     /// Warm-start from the previous step's accelerations.
-    pub warmstart: bool,
+    pub warmstart: Option<bool>,
     /// Raise solref time constants to at least 2h.
-    pub refsafe: bool,
-    /// Integrator.
-    pub integrator: Integrator,
+    pub refsafe: Option<bool>,
+    /// Integrator: `euler` (semi-implicit, implicit joint damping); others are not implemented.
+    pub integrator: Option<Integrator>,
     /// Replace every contact's solref by the direct-format solref that realizes a physical
     /// spring-damper along the normal ([`rows::physical_solref`]), with the geoms' penalty
     /// material `ke`, `kd` (the penalty formulation's contact) unless overridden below.
@@ -83,38 +75,50 @@ pub struct SoftConvexParams {
     pub kd: Option<f64>,
 }
 
-impl Default for SoftConvexParams {
-    fn default() -> Self {
-        Self {
-            cone: Cone::Pyramidal,
-            solver: SolverKind::Newton,
-            iterations: 100,
-            tolerance: 1e-8,
-            ls_iterations: 50,
-            ls_tolerance: 0.01,
-            impratio: 1.0,
-            warmstart: true,
-            refsafe: true,
-            integrator: Integrator::Euler,
-            physical_contact: false,
-            ke: None,
-            kd: None,
+/// Parameters resolved against a model's options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Resolved {
+    cone: Cone,
+    solver: SolverKind,
+    iterations: usize,
+    tolerance: f64,
+    ls_iterations: usize,
+    ls_tolerance: f64,
+    impratio: f64,
+    warmstart: bool,
+    refsafe: bool,
+    integrator: Integrator,
+}
+
+impl SoftConvexParams {
+    fn resolve(&self, o: &crate::model::Options) -> Resolved {
+        Resolved {
+            cone: self.cone.unwrap_or(o.cone),
+            solver: self.solver.unwrap_or(o.solver),
+            iterations: self.iterations.unwrap_or(o.iterations),
+            tolerance: self.tolerance.unwrap_or(o.tolerance),
+            ls_iterations: self.ls_iterations.unwrap_or(o.ls_iterations),
+            ls_tolerance: self.ls_tolerance.unwrap_or(o.ls_tolerance),
+            impratio: self.impratio.unwrap_or(o.impratio),
+            warmstart: self.warmstart.unwrap_or(!o.disable.warmstart),
+            refsafe: self.refsafe.unwrap_or(!o.disable.refsafe),
+            integrator: self.integrator.unwrap_or(o.integrator),
         }
     }
 }
 
 /// Parameter documentation, in the order of [`SoftConvexParams`].
 pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "cone", default: "pyramidal", unit: "-", doc: "friction cone: pyramidal or elliptic" },
-    ParamDoc { name: "solver", default: "newton", unit: "-", doc: "primal solver: newton or cg" },
-    ParamDoc { name: "iterations", default: "100", unit: "-", doc: "maximum solver iterations" },
-    ParamDoc { name: "tolerance", default: "1e-8", unit: "-", doc: "solver tolerance on scaled improvement and gradient" },
-    ParamDoc { name: "ls_iterations", default: "50", unit: "-", doc: "maximum line-search evaluations" },
-    ParamDoc { name: "ls_tolerance", default: "0.01", unit: "-", doc: "line-search tolerance relative to tolerance" },
-    ParamDoc { name: "impratio", default: "1.0", unit: "-", doc: "frictional-to-normal impedance ratio" },
-    ParamDoc { name: "warmstart", default: "true", unit: "-", doc: "warm-start from the previous accelerations" },
-    ParamDoc { name: "refsafe", default: "true", unit: "-", doc: "raise solref time constants to at least 2 h" },
-    ParamDoc { name: "integrator", default: "euler", unit: "-", doc: "integrator (euler: semi-implicit, implicit damping)" },
+    ParamDoc { name: "cone", default: "model", unit: "-", doc: "friction cone: pyramidal or elliptic (default: the model's option, pyramidal)" },
+    ParamDoc { name: "solver", default: "model", unit: "-", doc: "primal solver: newton or cg (default: the model's option, newton)" },
+    ParamDoc { name: "iterations", default: "model", unit: "-", doc: "maximum solver iterations (MuJoCo default 100)" },
+    ParamDoc { name: "tolerance", default: "model", unit: "-", doc: "solver tolerance on scaled improvement and gradient (1e-8)" },
+    ParamDoc { name: "ls_iterations", default: "model", unit: "-", doc: "maximum line-search evaluations (50)" },
+    ParamDoc { name: "ls_tolerance", default: "model", unit: "-", doc: "line-search tolerance relative to tolerance (0.01)" },
+    ParamDoc { name: "impratio", default: "model", unit: "-", doc: "frictional-to-normal impedance ratio (1)" },
+    ParamDoc { name: "warmstart", default: "model", unit: "-", doc: "warm-start from the previous accelerations (true)" },
+    ParamDoc { name: "refsafe", default: "model", unit: "-", doc: "raise solref time constants to at least 2 h (true)" },
+    ParamDoc { name: "integrator", default: "model", unit: "-", doc: "integrator: euler (semi-implicit, implicit joint damping)" },
     ParamDoc { name: "physical_contact", default: "false", unit: "-", doc: "map the geoms' penalty ke/kd to a direct-format solref per contact" },
     ParamDoc { name: "ke", default: "material", unit: "N/m", doc: "physical contact stiffness (implies physical_contact)" },
     ParamDoc { name: "kd", default: "material", unit: "N s/m", doc: "physical contact damping (implies physical_contact)" },
@@ -159,24 +163,29 @@ impl SoftConvex {
     /// Non-positive tolerance, impratio or iteration counts.
     pub fn new(params: SoftConvexParams) -> Result<Self, FormulationError> {
         let bad = |m: String| FormulationError::BadParams { name: "soft_convex".into(), message: m };
-        if !(params.tolerance.is_finite() && params.tolerance >= 0.0) {
-            return Err(bad(format!("tolerance = {} must be finite and >= 0", params.tolerance)));
+        let positive = [("impratio", params.impratio), ("ls_tolerance", params.ls_tolerance)];
+        for (what, v) in positive {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(bad(format!("{what} = {v} must be finite and > 0")));
+                }
+            }
         }
-        if !(params.impratio.is_finite() && params.impratio > 0.0) {
-            return Err(bad(format!("impratio = {} must be finite and > 0", params.impratio)));
-        }
-        if !(params.ls_tolerance.is_finite() && params.ls_tolerance > 0.0) {
-            return Err(bad(format!("ls_tolerance = {} must be finite and > 0", params.ls_tolerance)));
-        }
-        for (what, v) in [("ke", params.ke), ("kd", params.kd)] {
+        for (what, v) in [("tolerance", params.tolerance), ("ke", params.ke), ("kd", params.kd)] {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(bad(format!("{what} = {v} must be finite and >= 0")));
                 }
             }
         }
-        if params.ls_iterations == 0 {
+        if params.ls_iterations == Some(0) {
             return Err(bad("ls_iterations must be >= 1".into()));
+        }
+        if params.solver == Some(SolverKind::Pgs) {
+            return Err(bad("solver pgs is not implemented; use newton or cg".into()));
+        }
+        if params.integrator.is_some_and(|i| i != Integrator::Euler) {
+            return Err(bad(format!("integrator {:?} is not implemented; use euler", params.integrator.unwrap())));
         }
         Ok(Self { params, warm: None, inv: None })
     }
@@ -202,20 +211,33 @@ impl SoftConvex {
         if !state.is_finite() {
             return (StepReport::explicit(Vec::new()).check_divergence(state), None);
         }
-        let p = self.params.clone();
+        let p = self.params.resolve(&model.options);
+        if p.solver == SolverKind::Pgs || p.integrator != Integrator::Euler {
+            // The model asks for what this formulation does not implement: say so in every
+            // report rather than silently substituting another method.
+            let what = if p.solver == SolverKind::Pgs { "solver pgs" } else { "an integrator other than euler" };
+            let r = StepReport { diverged: Some(format!("soft_convex: the model's options ask for {what}, which is not implemented; set it in the formulation's parameters")), ..StepReport::default() };
+            return (r, None);
+        }
         let kin = forward_kinematics(model, &state.q);
         let m = mass_matrix(model, &kin);
-        let f_s = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
+        let mut f_s = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
             - bias_forces(model, &kin, &state.v);
+        if model.options.disable.gravity {
+            // Remove gravity's generalized force (inverse dynamics at rest, zero acceleration).
+            let zero = DVector::zeros(model.nv);
+            f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
+        }
         let Some(mchol) = m.clone().cholesky() else {
             let r = StepReport { diverged: Some(format!("mass matrix not positive definite at t = {:.6} s", state.t)), ..StepReport::default() };
             return (r, None);
         };
         let a0 = mchol.solve(&f_s);
-        let contacts = detect(model, &kin);
+        let contacts = if model.options.disable.contact { Vec::new() } else { detect(model, &kin) };
         let inv = self.inv_weights(model);
-        let physical = (p.physical_contact || p.ke.is_some() || p.kd.is_some()).then_some((p.ke, p.kd));
-        let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe, physical };
+        let sp = &self.params;
+        let physical = (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
+        let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe, physical, disable: model.options.disable };
         let rows = assemble(model, &kin, &state.q, &state.v, &contacts, &inv, &settings);
 
         let (qacc, force, iterations, gradient, converged) = if rows.kinds.is_empty() {

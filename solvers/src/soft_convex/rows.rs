@@ -14,17 +14,7 @@ use super::invweight::InvWeights;
 use crate::collision::Contact;
 use crate::constraint::{contact_rows, model_rows, ConstraintRow, RowKind};
 use crate::kinematics::Kinematics;
-use crate::model::{Equality, Model};
-
-/// The friction cone approximation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Cone {
-    /// Pyramid with 2(condim − 1) edges.
-    Pyramidal,
-    /// Second-order cone with three cost zones.
-    Elliptic,
-}
+use crate::model::{Cone, Equality, Model};
 
 /// Step-wide settings that shape the rows.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,6 +32,8 @@ pub struct RowSettings {
     /// `(ke N/m, kd N s/m)`, each taken from `overrides` or else from the contact's mixed
     /// penalty material.
     pub physical: Option<(Option<f64>, Option<f64>)>,
+    /// Stages disabled by the model's `<flag>` options (limits, equalities, friction loss).
+    pub disable: crate::model::DisableFlags,
 }
 
 /// Direct-format solref `(−K dmax², −B dmax)` that makes a contact hold the static
@@ -83,10 +75,6 @@ pub fn physical_solref(ke: f64, kd: f64, d: f64, dmax: f64, r_eff: f64, t: f64) 
     let b = (kd * (t + r_eff)).min(2.0 * omega);
     [-k * dmax * dmax, -b * dmax]
 }
-
-/// Default solver parameters of non-contact rows (MuJoCo defaults, spec §A8).
-const SOLREF: [f64; 2] = [0.02, 1.0];
-const SOLIMP: [f64; 5] = [0.9, 0.95, 0.001, 0.5, 2.0];
 
 /// Where a contact's rows are in the row list.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,15 +135,15 @@ struct Row {
 }
 
 impl Row {
-    fn plain(c: ConstraintRow, margin: f64, diag_approx: f64, kind: RowCost) -> Self {
+    fn plain(c: ConstraintRow, margin: f64, diag_approx: f64, kind: RowCost, solref: [f64; 2], solimp: [f64; 5]) -> Self {
         Row {
             vel: c.vel,
             pos: c.pos,
             margin,
             imp_at: (c.pos, margin),
             jac: c.jac,
-            solref: SOLREF,
-            solimp: SOLIMP,
+            solref,
+            solimp,
             no_stiffness: false,
             diag_approx,
             kind,
@@ -189,22 +177,32 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
         }
     }
     for r in base {
+        let disabled = match r.kind {
+            RowKind::Equality { .. } => s.disable.equality,
+            RowKind::FrictionLoss { .. } => s.disable.frictionloss,
+            RowKind::JointLimit { .. } => s.disable.limit,
+            RowKind::Contact { .. } => false,
+        };
+        if disabled {
+            continue;
+        }
         let row = match r.kind {
             RowKind::Equality { id, component } => {
                 let da = equality_diag(model, inv, id, component);
-                let mut row = Row::plain(r, 0.0, da, RowCost::Equality);
+                let soft = model.equality_soft.get(id).copied().unwrap_or_default();
+                let mut row = Row::plain(r, 0.0, da, RowCost::Equality, soft.solref, soft.solimp);
                 row.imp_at = (eq_norm[id].sqrt(), 0.0);
                 row
             }
             RowKind::FrictionLoss { dof } => {
-                let eta = model.joints[model.dof_joint[dof]].frictionloss;
-                let mut row = Row::plain(r, 0.0, inv.dof[dof], RowCost::FrictionLoss { eta });
+                let j = &model.joints[model.dof_joint[dof]];
+                let mut row = Row::plain(r, 0.0, inv.dof[dof], RowCost::FrictionLoss { eta: j.frictionloss }, j.solref_friction, j.solimp_friction);
                 row.no_stiffness = true;
                 row
             }
             RowKind::JointLimit { joint, .. } => {
-                let da = inv.dof[model.joints[joint].dof_adr];
-                Row::plain(r, 0.0, da, RowCost::Inequality)
+                let j = &model.joints[joint];
+                Row::plain(r, j.margin, inv.dof[j.dof_adr], RowCost::Inequality, j.solref_limit, j.solimp_limit)
             }
             RowKind::Contact { .. } => unreachable!("model_rows emits no contact rows"),
         };

@@ -4,27 +4,17 @@
 //! Minimizes `cost(a) = ½ (M a − f_s)ᵀ (a − a0) + Σ s(J a − aref)` over the accelerations `a`.
 
 use nalgebra::{DMatrix, DVector};
-use serde::{Deserialize, Serialize};
 
 use super::cost::{evaluate, CostEval, RowState};
 use super::impedance::MINVAL;
 use super::linesearch::{line_search, LineCost};
 use super::rows::Rows;
-
-/// Which primal solver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SolverKind {
-    /// Newton's method on the full Hessian (dense Cholesky).
-    Newton,
-    /// Nonlinear conjugate gradient (Hager–Zhang), M-preconditioned.
-    Cg,
-}
+use crate::model::SolverKind;
 
 /// Solver settings (MuJoCo `<option>`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SolverSettings {
-    /// Newton or CG.
+    /// Newton or CG (PGS is rejected before solving).
     pub kind: SolverKind,
     /// Maximum iterations.
     pub iterations: usize,
