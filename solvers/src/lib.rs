@@ -19,6 +19,7 @@ pub mod geometry;
 pub mod kinematics;
 pub mod model;
 pub mod penalty;
+pub mod signorini;
 pub mod soft_convex;
 
 pub use formulation::{ContactRecord, Formulation, StepReport, FORMULATIONS};

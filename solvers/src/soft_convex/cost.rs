@@ -29,8 +29,16 @@ pub enum RowCost {
         /// Friction of friction row j (index 0 unused).
         mu_j: [f64; 6],
     },
-    /// A friction row of an elliptic cone (handled by its first row).
-    EllipticFriction,
+    /// First row of a friction disc of `dim` rows (Genesis' signorini friction, spec §B): the
+    /// Huber function of the disc of radius `radius` = μ_b·f_n (N), with D of this row.
+    Disc {
+        /// Rows in the block (2 sliding, 1 torsional, 2 rolling).
+        dim: usize,
+        /// Disc radius ρ (N); ρ ≤ 0 means no friction force.
+        radius: f64,
+    },
+    /// A row handled by the first row of its block (elliptic cone or disc).
+    BlockMember,
 }
 
 /// The state of a row at the current jar (MuJoCo's `efc_state`).
@@ -136,7 +144,37 @@ pub fn evaluate(kinds: &[RowCost], d: &DVector<f64>, r: &DVector<f64>, jar: &DVe
                 i += dim;
                 continue;
             }
-            RowCost::EllipticFriction => {}
+            RowCost::Disc { dim, radius } => {
+                let t = (0..dim).map(|j| jar[i + j] * jar[i + j]).sum::<f64>().sqrt();
+                let dd = d[i];
+                if radius > 0.0 {
+                    if dd * t <= radius {
+                        // Stick: quadratic, Hessian D·I.
+                        for j in 0..dim {
+                            force[i + j] = -dd * jar[i + j];
+                            state[i + j] = RowState::Quadratic;
+                        }
+                        cost += 0.5 * dd * t * t;
+                    } else {
+                        // Slip: s = ρ (T − ρ/(2D)), f = −(ρ/T) jar, H = (ρ/T)(I − jar jarᵀ/T²).
+                        cost += radius * (t - radius / (2.0 * dd));
+                        for j in 0..dim {
+                            force[i + j] = -radius / t * jar[i + j];
+                            state[i + j] = RowState::Cone;
+                        }
+                        if want_hessian {
+                            let h = DMatrix::from_fn(dim, dim, |j, k| {
+                                let delta = if j == k { 1.0 } else { 0.0 };
+                                radius / t * (delta - jar[i + j] * jar[i + k] / (t * t))
+                            });
+                            cone_hessians.push((i, h));
+                        }
+                    }
+                }
+                i += dim;
+                continue;
+            }
+            RowCost::BlockMember => {}
         }
         i += 1;
     }
@@ -187,8 +225,8 @@ mod tests {
             RowCost::Inequality,
             RowCost::Inequality,
             RowCost::Elliptic { dim: 3, mu: 0.7, mu_j: [0.0, 0.5, 0.6, 0.0, 0.0, 0.0] },
-            RowCost::EllipticFriction,
-            RowCost::EllipticFriction,
+            RowCost::BlockMember,
+            RowCost::BlockMember,
         ];
         for jar in [
             vec![0.3, 0.01, -0.2, 0.4, -0.1, 0.3, -0.2], // middle zone
@@ -205,9 +243,9 @@ mod tests {
         let r = d.map(|x| 1.0 / x);
         let kinds = [
             RowCost::Elliptic { dim: 4, mu: 0.8, mu_j: [0.0, 0.5, 0.6, 0.02, 0.0, 0.0] },
-            RowCost::EllipticFriction,
-            RowCost::EllipticFriction,
-            RowCost::EllipticFriction,
+            RowCost::BlockMember,
+            RowCost::BlockMember,
+            RowCost::BlockMember,
         ];
         let jar = DVector::from_vec(vec![-0.1, 0.3, -0.2, 0.5]);
         let e = evaluate(&kinds, &d, &r, &jar, true);

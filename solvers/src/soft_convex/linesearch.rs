@@ -110,7 +110,30 @@ impl LineCost<'_> {
                     i += dim;
                     continue;
                 }
-                RowCost::EllipticFriction => {}
+                RowCost::Disc { dim, radius } => {
+                    if radius > 0.0 {
+                        let (mut xx, mut xs, mut ss) = (0.0, 0.0, 0.0);
+                        for j in 0..dim {
+                            let (x, sj) = (self.jar[i + j] + alpha * self.js[i + j], self.js[i + j]);
+                            xx += x * x;
+                            xs += x * sj;
+                            ss += sj * sj;
+                        }
+                        let t = xx.sqrt();
+                        if d * t <= radius {
+                            c += 0.5 * d * xx;
+                            c1 += d * xs;
+                            c2 += d * ss;
+                        } else {
+                            c += radius * (t - radius / (2.0 * d));
+                            c1 += radius * xs / t;
+                            c2 += radius * (ss / t - xs * xs / (t * t * t));
+                        }
+                    }
+                    i += dim;
+                    continue;
+                }
+                RowCost::BlockMember => {}
             }
             i += 1;
         }
@@ -246,8 +269,8 @@ mod tests {
                 RowCost::FrictionLoss { eta: rng.random_range(0.05..1.0) },
                 RowCost::Equality,
                 RowCost::Elliptic { dim: 3, mu: rng.random_range(0.2..1.0), mu_j: [0.0, rng.random_range(0.2..1.0), rng.random_range(0.2..1.0), 0.0, 0.0, 0.0] },
-                RowCost::EllipticFriction,
-                RowCost::EllipticFriction,
+                RowCost::BlockMember,
+                RowCost::BlockMember,
             ];
             let n = kinds.len();
             let mut d = DVector::from_fn(n, |_, _| rng.random_range(0.5..5.0));

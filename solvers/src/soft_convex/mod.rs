@@ -37,7 +37,7 @@ use crate::kinematics::forward_kinematics;
 use crate::model::{Cone, Integrator, Model, SolverKind, State};
 use invweight::InvWeights;
 use rows::{assemble, RowSettings, Rows};
-use solver::{solve, Problem, SolverSettings};
+use solver::{solve, DiscBlock, Problem, Signorini, SolverSettings};
 
 /// Parameters of `soft_convex`. Every solver option left unset (`null`, the default) takes the
 /// model's own value (MuJoCo `<option>`, e.g. from an MJCF file; MuJoCo's defaults for built-in
@@ -208,6 +208,12 @@ impl SoftConvex {
 
     /// One step, returning the report and the step's rows and forces.
     pub fn step_detail(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> (StepReport, Option<StepDetail>) {
+        self.step_with(model, state, u, h, Resolution::Convex)
+    }
+
+    /// One step under the given contact resolution: MuJoCo's convex model, or Genesis'
+    /// signorini resolution (spec §B), which [`crate::signorini`] builds on this pipeline.
+    pub fn step_with(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64, resolution: Resolution) -> (StepReport, Option<StepDetail>) {
         if !state.is_finite() {
             return (StepReport::explicit(Vec::new()).check_divergence(state), None);
         }
@@ -238,14 +244,20 @@ impl SoftConvex {
         let sp = &self.params;
         let physical = (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
         let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe, physical, disable: model.options.disable };
-        let rows = assemble(model, &kin, &state.q, &state.v, &contacts, &inv, &settings);
+        let mut rows = assemble(model, &kin, &state.q, &state.v, &contacts, &inv, &settings);
+        let signorini = match resolution {
+            Resolution::Convex => None,
+            Resolution::Signorini { latch } => Some(signorini_blocks(&mut rows, p.impratio, latch)),
+        };
 
         let (qacc, force, iterations, gradient, converged) = if rows.kinds.is_empty() {
             (a0.clone(), DVector::zeros(0), 0, 0.0, true)
         } else {
             let scale = island_scale(model, &m, &rows.j);
-            let problem = Problem { m: &m, f_s: &f_s, a0: &a0, rows: &rows, scale };
+            let problem = Problem { m: &m, f_s: &f_s, a0: &a0, rows: &rows, scale, signorini: signorini.as_ref() };
             let start = match (&self.warm, p.warmstart) {
+                // Genesis' signorini always starts from the previous accelerations (spec §B).
+                (Some(w), true) if w.len() == model.nv && w.iter().all(|x| x.is_finite()) && signorini.is_some() => w.clone(),
                 (Some(w), true) if w.len() == model.nv && w.iter().all(|x| x.is_finite()) => {
                     if problem.cost(w) > problem.cost(&a0) { a0.clone() } else { w.clone() }
                 }
@@ -280,6 +292,47 @@ impl SoftConvex {
         let report = StepReport { iterations, residual: gradient, converged, diverged: None, contacts: records }.check_divergence(state);
         (report, Some(StepDetail { rows, qacc, force }))
     }
+}
+
+/// How contacts are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// MuJoCo's soft convex model (§A).
+    Convex,
+    /// Genesis' signorini resolution (§B); `latch` selects the per-contact latch of PR #3381.
+    Signorini {
+        /// Use the per-contact normal-force latch.
+        latch: bool,
+    },
+}
+
+/// Turn every elliptic contact block into Genesis' signorini rows (spec §B): the normal row a
+/// plain one-sided quadratic, each friction block (sliding {t1, t2}, torsional {spin}, rolling
+/// {roll1, roll2}) a Huber disc whose radius is set per iterate by the solver. Friction rows all
+/// get `R = R_normal / impratio` (no μ²/μ_k² rescaling in this mode).
+fn signorini_blocks(rows: &mut Rows, impratio: f64, latch: bool) -> Signorini {
+    let mut blocks = Vec::new();
+    for b in &rows.contacts {
+        let n = b.first;
+        rows.kinds[n] = cost::RowCost::Inequality;
+        let r1 = rows.r[n] / impratio.max(impedance::MINVAL);
+        for k in 1..b.dim {
+            rows.r[n + k] = r1;
+            rows.d[n + k] = 1.0 / r1;
+        }
+        // Blocks: (first row offset, size, coefficient).
+        let spans: &[(usize, usize, f64)] = &[(1, 2, b.friction[0]), (3, 1, b.friction[2]), (4, 2, b.friction[3])];
+        for &(off, dim, mu) in spans {
+            if off + dim <= b.dim {
+                rows.kinds[n + off] = cost::RowCost::Disc { dim, radius: 0.0 };
+                for j in 1..dim {
+                    rows.kinds[n + off + j] = cost::RowCost::BlockMember;
+                }
+                blocks.push(DiscBlock { normal: n, first: n + off, mu });
+            }
+        }
+    }
+    Signorini { blocks, latch }
 }
 
 /// MuJoCo's island scale `1/Σ M_ii` over the dofs of the kinematic trees that the rows touch.

@@ -298,7 +298,7 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
                 let (kind, pos, margin) = if j == 0 {
                     (RowCost::Elliptic { dim, mu: mu_reg, mu_j }, c.gap, include_margin)
                 } else {
-                    (RowCost::EllipticFriction, 0.0, 0.0)
+                    (RowCost::BlockMember, 0.0, 0.0)
                 };
                 let mut row = mk(jf.row(j).transpose(), pos, margin, da, kind);
                 if j > 0 {

@@ -5,7 +5,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::cost::{evaluate, CostEval, RowState};
+use super::cost::{evaluate, CostEval, RowCost, RowState};
 use super::impedance::MINVAL;
 use super::linesearch::{line_search, LineCost};
 use super::rows::Rows;
@@ -53,9 +53,37 @@ pub struct Problem<'a> {
     pub rows: &'a Rows,
     /// Convergence scale: 1 / Σ M_ii over the constrained dofs (MuJoCo's island scale).
     pub scale: f64,
+    /// Genesis' signorini friction discs (spec §B), or `None` for MuJoCo's convex model.
+    pub signorini: Option<&'a Signorini>,
+}
+
+/// A friction block of the signorini resolution: rows `first..first + dim` form a Huber disc of
+/// radius `mu`·f_n, f_n the normal force of row `normal`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiscBlock {
+    /// The contact's normal row.
+    pub normal: usize,
+    /// First row of the block (its kind is [`RowCost::Disc`]).
+    pub first: usize,
+    /// Friction coefficient of the block (sliding μ, torsional m, rolling m).
+    pub mu: f64,
+}
+
+/// The successive approximation of the signorini resolution (spec §B "Normal-force latch").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signorini {
+    /// The friction blocks.
+    pub blocks: Vec<DiscBlock>,
+    /// Use Genesis' per-contact latch (PR #3381): the normal force that sets the disc radius
+    /// moves once per iteration towards the iterate's normal force, by the whole gap, or by
+    /// half of it when the gap changed sign without shrinking. Off: the radius is the current
+    /// iterate's normal force (Genesis 1.4.5, the reference trajectories).
+    pub latch: bool,
 }
 
 struct Iterate {
+    /// Row kinds with the disc radii this iterate's line search uses (signorini), else the rows'.
+    kinds: Vec<RowCost>,
     a: DVector<f64>,
     ma: DVector<f64>,
     jar: DVector<f64>,
@@ -69,18 +97,45 @@ impl Problem<'_> {
         0.5 * (ma - self.f_s).dot(&(a - self.a0))
     }
 
-    fn iterate(&self, a: DVector<f64>, want_hessian: bool) -> Iterate {
+    fn iterate(&self, a: DVector<f64>, want_hessian: bool, latch: &mut Option<Vec<(f64, f64)>>) -> Iterate {
         let ma = self.m * &a;
         let jar = &self.rows.j * &a - &self.rows.aref;
-        let eval = evaluate(&self.rows.kinds, &self.rows.d, &self.rows.r, &jar, want_hessian);
+        let kinds = match self.signorini {
+            None => self.rows.kinds.clone(),
+            Some(sig) => {
+                let mut kinds = self.rows.kinds.clone();
+                for (k, b) in sig.blocks.iter().enumerate() {
+                    // The plain unilateral normal force of this iterate.
+                    let f_n = (-self.rows.d[b.normal] * jar[b.normal]).max(0.0);
+                    let f_used = match latch {
+                        Some(state) if sig.latch => {
+                            let (value, prev_gap) = state[k];
+                            let gap = f_n - value;
+                            let step = if gap * prev_gap < 0.0 && gap.abs() >= prev_gap.abs() { 0.5 * gap } else { gap };
+                            state[k] = (value + step, gap);
+                            value + step
+                        }
+                        _ => f_n,
+                    };
+                    if let RowCost::Disc { dim, .. } = kinds[b.first] {
+                        kinds[b.first] = RowCost::Disc { dim, radius: b.mu * f_used };
+                    }
+                }
+                if sig.latch && latch.is_none() {
+                    *latch = Some(sig.blocks.iter().map(|b| ((-self.rows.d[b.normal] * jar[b.normal]).max(0.0), 0.0)).collect());
+                }
+                kinds
+            }
+        };
+        let eval = evaluate(&kinds, &self.rows.d, &self.rows.r, &jar, want_hessian);
         let cost = self.gauss(&a, &ma) + eval.cost;
         let grad = &ma - self.f_s - self.rows.j.transpose() * &eval.force;
-        Iterate { a, ma, jar, eval, cost, grad }
+        Iterate { kinds, a, ma, jar, eval, cost, grad }
     }
 
     /// Total cost at `a` (used by the warm-start comparison).
     pub fn cost(&self, a: &DVector<f64>) -> f64 {
-        self.iterate(a.clone(), false).cost
+        self.iterate(a.clone(), false, &mut None).cost
     }
 
     /// Newton Hessian H = M + Jᵀ diag(D·[quadratic]) J + Σ J_cᵀ H_c J_c.
@@ -112,12 +167,14 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
         Some(c) => c.solve(g),
         None => g.map(|_| f64::NAN),
     };
-    let mut it = p.iterate(start, newton);
+    let mut latch = None;
+    let mut it = p.iterate(start, newton, &mut latch);
     let gnorm = |it: &Iterate| p.scale * it.grad.norm();
+    let signorini = p.signorini.is_some();
 
-    // Certificate (3.11+): the start point is already optimal.
+    // Certificate (3.11+): the start point is already optimal. (Signorini: its own exit test.)
     let mg = minv_apply(&it.grad);
-    if (0.5 * p.scale * it.grad.dot(&mg)).max(0.0) < s.tolerance && (!newton || gnorm(&it) < s.tolerance) {
+    if !signorini && (0.5 * p.scale * it.grad.dot(&mg)).max(0.0) < s.tolerance && (!newton || gnorm(&it) < s.tolerance) {
         return finish(it, 0, gnorm, true);
     }
     let precond = |it: &Iterate| -> DVector<f64> {
@@ -145,7 +202,7 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
         let ms = p.m * &search;
         let js = &p.rows.j * &search;
         let line = LineCost {
-            kinds: &p.rows.kinds,
+            kinds: &it.kinds,
             d: &p.rows.d,
             r: &p.rows.r,
             jar: &it.jar,
@@ -160,13 +217,20 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
         }
         let old_cost = it.cost;
         let (old_grad, old_mgrad) = (it.grad.clone(), mgrad.clone());
-        it = p.iterate(&it.a + alpha * &search, newton);
+        it = p.iterate(&it.a + alpha * &search, newton, &mut latch);
         mgrad = precond(&it);
         iter += 1;
         let improvement = p.scale * (old_cost - it.cost);
         let gradient = gnorm(&it);
         let decrement = (0.5 * p.scale * it.grad.dot(&mgrad)).max(0.0);
-        if (improvement > 0.0 && improvement < s.tolerance) || gradient < s.tolerance || (newton && decrement < s.tolerance) {
+        let stop = if signorini {
+            // Genesis (`func_exit_decision`): both the gradient and the Newton decrement, scaled by
+            // the island's mass trace, below the tolerance; a stalled improvement is not an exit.
+            gradient < s.tolerance && decrement < s.tolerance
+        } else {
+            (improvement > 0.0 && improvement < s.tolerance) || gradient < s.tolerance || (newton && decrement < s.tolerance)
+        };
+        if stop {
             converged = true;
             break;
         }
