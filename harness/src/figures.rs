@@ -190,7 +190,8 @@ where
             .label(label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
         chart.draw_series(line.iter().map(|&p| Circle::new(p, px(2.5), style.filled()))).map_err(err)?;
-        let top = y1 - 0.05 * (y1 - y0);
+        // Crosses of different labels are staggered so they do not hide each other.
+        let top = y1 - (0.03 + 0.035 * i as f64) * (y1 - y0);
         let crosses: Vec<(f64, f64)> = pts.iter().filter(|p| p.2).filter_map(|&(h, _, _)| Some((tr(true, h)?, top))).collect();
         chart.draw_series(crosses.into_iter().map(|p| Cross::new(p, px(4.0), style))).map_err(err)?;
     }

@@ -6,6 +6,8 @@
 //! files ([`results`]), figures ([`figures`]) and the report ([`report`]). The binary
 //! `contactlab` drives them.
 
+#![warn(missing_docs)]
+
 pub mod catalog;
 pub mod config;
 pub mod figures;

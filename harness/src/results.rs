@@ -173,11 +173,21 @@ impl Row {
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
     /// A file system error.
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A table could not be written or read.
-    #[error("{path}: {message}")]
-    Table { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Table {
+        /// The file.
+        path: PathBuf,
+        /// What polars reported.
+        message: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
