@@ -155,6 +155,22 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
         }
         s.push('\n');
     }
+    let mut analytic: BTreeMap<(String, String), String> = BTreeMap::new();
+    for r in rows {
+        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(r.str("analytic")) {
+            for (name, v) in m {
+                analytic.entry((r.str("scene").to_string(), r.str("scene_params").to_string() + " " + &name)).or_insert_with(|| {
+                    format!("| {} | {} | {} | {} | {} |", r.str("scene"), r.str("scene_params"), name, fmt_num(v[0].as_f64().unwrap_or(f64::NAN)), v[1].as_str().unwrap_or(""))
+                });
+            }
+        }
+    }
+    if !analytic.is_empty() {
+        let _ = writeln!(s, "\n### Closed-form values of the scenes\n\n| scene | parameters | quantity | value | formula |\n|---|---|---|---|---|");
+        for line in analytic.values() {
+            let _ = writeln!(s, "{line}");
+        }
+    }
     let bad: Vec<&Row> = rows.iter().filter(|r| r.str("status") != "ok").collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | status | reason |\n|---|---|---|---|---|---|");

@@ -101,6 +101,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("steps_per_s", F64, "world-steps per second of wall time"),
     c("real_time_factor", F64, "simulated time / wall time"),
     c("peak_rss_mib", F64, "process peak resident memory when the cell finished (MiB; process-wide)"),
+    c("analytic", Str, "the scene's closed-form values, JSON {name: [value, formula]} (SI units)"),
 ];
 
 /// The definition of column `name`.

@@ -316,6 +316,9 @@ fn simulate_cell(
     row: &mut Row,
 ) -> Result<Option<String>, String> {
     let scene = catalog.build_scene(&cell.scene, &cell.scene_params)?;
+    let analytic: serde_json::Map<String, serde_json::Value> =
+        scene.analytic.iter().map(|a| (a.name.to_string(), serde_json::json!([a.value, a.formula]))).collect();
+    row.set_str("analytic", serde_json::Value::Object(analytic).to_string());
     let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
     let h = cell.timestep_s;
     let reference = match reference {

@@ -163,3 +163,35 @@ fn a_seed_reaches_scenes_with_a_seed_parameter() {
     let p = plan_of(tmp.path(), TINY);
     assert!(p.cells.iter().all(|c| c.scene_params["seed"].as_u64() == Some(c.seed)));
 }
+
+#[test]
+fn the_scene_closed_form_values_are_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan_of(tmp.path(), &TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]"));
+    let out = tmp.path().join("r");
+    run_into(&p, &out, None);
+    let rows = contactlab_harness::results::read_runs(&out).unwrap();
+    let r = find(&rows, "1.0", "falling_point", 0.01, 0);
+    let a: serde_json::Value = serde_json::from_str(r.str("analytic")).unwrap();
+    let impact = a["impact_time_s"][0].as_f64().unwrap();
+    assert!((impact - (2.0 * 0.95 / G).sqrt()).abs() < 1e-12);
+    assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("impact_time_s"));
+}
+
+#[test]
+fn a_trajectory_file_serves_as_reference() {
+    use contactlab_harness::runner::rollout;
+    let tmp = tempfile::tempdir().unwrap();
+    let catalog = Catalog::with_testkit();
+    let scene = catalog.build_scene("falling_point", &serde_json::json!({})).unwrap();
+    let mut f = catalog.build_formulation("falling_point", &serde_json::json!({})).unwrap();
+    let r = rollout(&scene, f.as_mut(), 0.0005, 0.2, None, true);
+    r.log.unwrap().write(&tmp.path().join("ref.csv")).unwrap();
+    let text = "name: traj\nscenes:\n  - name: falling_point\nformulations:\n  - name: falling_point\nsweep:\n  timestep: [0.002]\nhorizon: 0.2\nreference: {kind: trajectory, file: ref.csv}\n";
+    let p = plan_of(tmp.path(), text);
+    let out = tmp.path().join("r");
+    run_into(&p, &out, None);
+    let rows = contactlab_harness::results::read_runs(&out).unwrap();
+    let expected = G * 0.2 * (0.002 - 0.0005) / 2.0;
+    assert!((rows[0].f64("traj_error_final") - expected).abs() < 1e-9, "{}", rows[0].f64("traj_error_final"));
+}
