@@ -107,7 +107,7 @@ struct SimulateArgs {
     /// A scene parameter, KEY=VALUE (repeatable).
     #[arg(long = "scene-param", value_name = "KEY=VALUE")]
     scene_param: Vec<String>,
-    /// An MJCF model file (arrives with the MJCF loader).
+    /// An MJCF model file: the `mjcf` scene with file=FILE (once the MJCF loader registers it).
     #[arg(long, value_name = "FILE")]
     mjcf: Option<PathBuf>,
     /// Formulation registry name.
@@ -225,15 +225,24 @@ fn params(flags: &[String], flag: &str) -> Result<Value, InputError> {
 }
 
 fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
-    if a.mjcf.is_some() {
-        return Err(InputError("--mjcf arrives with the MJCF loader, which is not in this build yet; use --scene NAME".into()).into());
-    }
+    // --mjcf FILE is the registry's `mjcf` scene with `file=FILE`, once the MJCF loader has
+    // registered it.
+    let mut scene_params = params(&a.scene_param, "--scene-param")?;
+    let scene_name = match &a.mjcf {
+        Some(file) if catalog.scene("mjcf").is_ok() => {
+            scene_params["file"] = Value::String(file.display().to_string());
+            "mjcf"
+        }
+        Some(_) => {
+            return Err(InputError("--mjcf arrives with the MJCF loader, which is not in this build yet; use --scene NAME".into()).into())
+        }
+        None => a.scene.as_deref().unwrap_or_default(),
+    };
     let ext = a.out.extension().and_then(|e| e.to_str()).unwrap_or("");
     if ext != "csv" && ext != "parquet" {
         return Err(InputError(format!("--out {}: the file must end in .csv or .parquet", a.out.display())).into());
     }
-    let scene_name = a.scene.as_deref().unwrap_or_default();
-    let scene = catalog.build_scene(scene_name, &params(&a.scene_param, "--scene-param")?).map_err(InputError)?;
+    let scene = catalog.build_scene(scene_name, &scene_params).map_err(InputError)?;
     let mut f = catalog.build_formulation(&a.formulation, &params(&a.param, "--param")?).map_err(InputError)?;
     let h = a.timestep.unwrap_or(scene.model.options.timestep);
     let horizon = a.horizon.unwrap_or(scene.horizon);
