@@ -14,27 +14,61 @@ pub enum GeomShape {
     /// Infinite plane z = 0 in the geom frame, normal +z (solid below).
     Plane,
     /// Sphere of radius `radius`.
-    Sphere { radius: f64 },
+    Sphere {
+        /// Radius (m).
+        radius: f64,
+    },
     /// Box with half-extents `half` along the geom's x, y, z.
-    Box { half: Vec3 },
+    Box {
+        /// Half-extents along x, y, z (m).
+        half: Vec3,
+    },
     /// Capsule along local z: segment of half-length `half_length`, radius `radius`.
-    Capsule { radius: f64, half_length: f64 },
+    Capsule {
+        /// Radius (m).
+        radius: f64,
+        /// Half-length along the local z axis (m).
+        half_length: f64,
+    },
     /// Cylinder along local z with half-height `half_length` and radius `radius`.
-    Cylinder { radius: f64, half_length: f64 },
+    Cylinder {
+        /// Radius (m).
+        radius: f64,
+        /// Half-length along the local z axis (m).
+        half_length: f64,
+    },
     /// Convex hull of the given vertices (geom frame).
-    ConvexMesh { vertices: Vec<Point3<f64>> },
+    ConvexMesh {
+        /// Vertices (m, geom frame).
+        vertices: Vec<Point3<f64>>,
+    },
     /// Triangle mesh (geom frame); triangles index `vertices`, wound counter-clockwise seen from
     /// outside.
-    TriangleMesh { vertices: Vec<Point3<f64>>, triangles: Vec<[u32; 3]> },
+    TriangleMesh {
+        /// Vertices (m, geom frame).
+        vertices: Vec<Point3<f64>>,
+        /// Vertex indices of each triangle.
+        triangles: Vec<[u32; 3]>,
+    },
     /// Height field over the geom's xy plane: `heights[(i, j)]` is z (m) at
     /// x = −size_x/2 + j·size_x/(ncols − 1), y = −size_y/2 + i·size_y/(nrows − 1).
-    HeightField { heights: nalgebra::DMatrix<f64>, size_x: f64, size_y: f64 },
+    HeightField {
+        /// Heights (m), nrows × ncols.
+        heights: nalgebra::DMatrix<f64>,
+        /// Extent along x (m).
+        size_x: f64,
+        /// Extent along y (m).
+        size_y: f64,
+    },
     /// Ellipsoid with semi-axes `radii` along the geom's x, y, z (MuJoCo `ellipsoid`, size =
     /// radii).
     ///
     /// Collision uses an inscribed polytope (parry has no ellipsoid), see
     /// [`crate::collision::shapes::collision_shape`].
-    Ellipsoid { radii: Vec3 },
+    Ellipsoid {
+        /// Semi-axes along x, y, z (m).
+        radii: Vec3,
+    },
 }
 
 impl GeomShape {

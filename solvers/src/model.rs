@@ -34,37 +34,104 @@ pub type Quat = UnitQuaternion<f64>;
 pub enum ModelError {
     /// A body's mass is negative, zero with a non-zero inertia, or not finite.
     #[error("body '{body}': mass {mass} is invalid (must be finite and >= 0)")]
-    BadMass { body: String, mass: f64 },
+    BadMass {
+        /// Name of the body.
+        body: String,
+        /// The mass given (kg).
+        mass: f64,
+    },
     /// A principal inertia is negative, not finite, or violates the triangle inequality.
     #[error("body '{body}': inertia {inertia:?} is invalid ({why})")]
-    BadInertia { body: String, inertia: [f64; 3], why: &'static str },
+    BadInertia {
+        /// Name of the body.
+        body: String,
+        /// The principal moments given (kg m²).
+        inertia: [f64; 3],
+        /// Why it is invalid.
+        why: &'static str,
+    },
     /// A body refers to a parent that does not come before it.
     #[error("body '{body}': parent index {parent} must refer to an earlier body")]
-    BadParent { body: String, parent: usize },
+    BadParent {
+        /// Name of the body.
+        body: String,
+        /// The parent index given.
+        parent: usize,
+    },
     /// A joint axis has (near) zero length or is not finite.
     #[error("joint '{joint}': axis {axis:?} has zero length or is not finite")]
-    ZeroAxis { joint: String, axis: [f64; 3] },
+    ZeroAxis {
+        /// Name of the joint.
+        joint: String,
+        /// The axis given.
+        axis: [f64; 3],
+    },
     /// A joint range has min > max or non-finite bounds.
     #[error("joint '{joint}': range [{min}, {max}] is invalid (need finite min <= max)")]
-    BadRange { joint: String, min: f64, max: f64 },
+    BadRange {
+        /// Name of the joint.
+        joint: String,
+        /// Lower bound given (rad or m).
+        min: f64,
+        /// Upper bound given (rad or m).
+        max: f64,
+    },
     /// A free joint that is not the only joint of a body whose parent is the world.
     #[error("joint '{joint}': a free joint must be the only joint of a body whose parent is the world")]
-    BadFreeJoint { joint: String },
+    BadFreeJoint {
+        /// Name of the joint.
+        joint: String,
+    },
     /// A geometric size is zero, negative or not finite.
     #[error("geom '{geom}': {what} {value} must be finite and > 0")]
-    BadSize { geom: String, what: &'static str, value: f64 },
+    BadSize {
+        /// Name of the geom.
+        geom: String,
+        /// Which quantity.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// A mesh or height field is malformed.
     #[error("geom '{geom}': {why}")]
-    BadMesh { geom: String, why: String },
+    BadMesh {
+        /// Name of the geom.
+        geom: String,
+        /// Why it is invalid.
+        why: String,
+    },
     /// A material parameter is out of its domain.
     #[error("{element}: {what} = {value} is invalid ({why})")]
-    BadParameter { element: String, what: &'static str, value: f64, why: &'static str },
+    BadParameter {
+        /// The element, e.g. `geom 'floor'`.
+        element: String,
+        /// Which quantity.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+        /// Why it is invalid.
+        why: &'static str,
+    },
     /// A reference to a body, joint or geom index that does not exist.
     #[error("{element}: refers to {what} index {index}, but there are only {count}")]
-    BadIndex { element: String, what: &'static str, index: usize, count: usize },
+    BadIndex {
+        /// The element, e.g. `geom 'floor'`.
+        element: String,
+        /// Which quantity.
+        what: &'static str,
+        /// The index given.
+        index: usize,
+        /// How many exist.
+        count: usize,
+    },
     /// Two elements of the same kind share a name.
     #[error("{kind} name '{name}' is used twice")]
-    DuplicateName { kind: &'static str, name: String },
+    DuplicateName {
+        /// Element kind (body, joint, geom).
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
 }
 
 /// Global simulation options (MuJoCo `<option>`).
@@ -437,9 +504,17 @@ pub enum ActuatorKind {
     /// Force (or torque) = gear · u.
     Motor,
     /// Position servo: force = kp (u − q) − kv q̇ (MuJoCo `<position>`).
-    PositionServo { kp: f64, kv: f64 },
+    PositionServo {
+        /// Position gain (N/m or N m/rad).
+        kp: f64,
+        /// Velocity gain (N s/m or N m s/rad).
+        kv: f64,
+    },
     /// Velocity servo: force = kv (u − q̇) (MuJoCo `<velocity>`).
-    VelocityServo { kv: f64 },
+    VelocityServo {
+        /// Velocity gain (N s/m or N m s/rad).
+        kv: f64,
+    },
 }
 
 /// An actuator acting on one hinge or slide joint.
@@ -465,15 +540,44 @@ pub struct Actuator {
 pub enum Equality {
     /// A point `anchor` on `body1` (its frame, m) stays at the point of `body2` that coincides
     /// with it at `qpos0` (stored as [`Model::eq_anchor2`]); MuJoCo's `<connect>`.
-    Connect { name: String, body1: usize, body2: usize, anchor: Vec3 },
+    Connect {
+        /// The name.
+        name: String,
+        /// First body (index into `bodies`).
+        body1: usize,
+        /// Second body (index into `bodies`).
+        body2: usize,
+        /// Anchor point in body1's frame (m).
+        anchor: Vec3,
+    },
     /// `body1` keeps the pose relative to `body2` given by `relpos` (m, body1's origin in body2's
     /// frame) and `relquat` (body1's orientation in body2's frame): x1 = x2 + R2·relpos,
     /// q1 = q2 ⊗ relquat.
-    Weld { name: String, body1: usize, body2: usize, relpos: Vec3, relquat: Quat },
+    Weld {
+        /// The name.
+        name: String,
+        /// First body (index into `bodies`).
+        body1: usize,
+        /// Second body (index into `bodies`).
+        body2: usize,
+        /// Position of body1 in body2's frame (m).
+        relpos: Vec3,
+        /// Orientation of body1 in body2's frame.
+        relquat: Quat,
+    },
     /// Joint coupling (hinge/slide only), MuJoCo's `<equality joint>`: with offsets from the
     /// joints' references (qpos0), `q1 − ref1 = Σ_k polycoef[k] (q2 − ref2)^k`. `joint1` and
     /// `joint2` index [`ModelParts::joints`] (remapped by [`Model::new`] to [`Model::joints`]).
-    Joint { name: String, joint1: usize, joint2: usize, polycoef: [f64; 5] },
+    Joint {
+        /// The name.
+        name: String,
+        /// The constrained joint (index into `joints`).
+        joint1: usize,
+        /// The driving joint (index into `joints`).
+        joint2: usize,
+        /// Polynomial coefficients c0 .. c4 (see the variant).
+        polycoef: [f64; 5],
+    },
 }
 
 impl Equality {

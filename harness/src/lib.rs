@@ -1,0 +1,20 @@
+//! # contactlab-harness
+//!
+//! The experiment side of contactlab: experiment files ([`config`]), their expansion into cells
+//! ([`sweep`]), the names an experiment may use ([`catalog`]), parallel, resumable execution
+//! ([`runner`]), the measurements ([`metrics`]), per-step trajectories ([`trajectory`]), results
+//! files ([`results`]), figures ([`figures`]) and the report ([`report`]). The binary
+//! `contactlab` drives them.
+
+#![warn(missing_docs)]
+
+pub mod catalog;
+pub mod config;
+pub mod figures;
+pub mod metrics;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod sweep;
+pub mod testkit;
+pub mod trajectory;

@@ -1,0 +1,297 @@
+//! `report.md` and the per-experiment derived quantities, from stored rows alone.
+//!
+//! * Largest stable timestep of a (scene, formulation label): the largest swept timestep `h`
+//!   such that every cell at every timestep ≤ `h` finished with status `ok` (DESIGN.md).
+//! * Largest accurate timestep: the largest swept timestep whose cells are all `ok` with
+//!   `traj_error_mean` ≤ the experiment's `accuracy_threshold`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, ExperimentConfig, FigureKind};
+use crate::results::{column, read_cell, read_runs, write_atomic, write_runs, Manifest, Row};
+
+/// Largest stable and accurate timesteps (s) of one (scene, label); `None`: no such timestep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Scene name.
+    pub scene: String,
+    /// Formulation label.
+    pub label: String,
+    /// Largest stable timestep (s).
+    pub stable_s: Option<f64>,
+    /// Largest accurate timestep (s); `None` also when no error was measured.
+    pub accurate_s: Option<f64>,
+    /// Whether any trajectory error was measured.
+    pub has_error: bool,
+}
+
+/// Derive [`Limits`] for every (scene, label) in `rows`.
+pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
+    let mut groups: BTreeMap<(String, String), BTreeMap<u64, Vec<&Row>>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.str("scene").to_string(), r.str("label").to_string()))
+            .or_default()
+            .entry(r.f64("timestep_s").to_bits())
+            .or_default()
+            .push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((scene, label), by_h)| {
+            let mut hs: Vec<(f64, Vec<&Row>)> = by_h.into_iter().map(|(b, v)| (f64::from_bits(b), v)).collect();
+            hs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut stable_s = None;
+            for (h, rs) in &hs {
+                if rs.iter().all(|r| r.str("status") == "ok") {
+                    stable_s = Some(*h);
+                } else {
+                    break;
+                }
+            }
+            let has_error = rows_have_error(&hs);
+            let accurate_s = hs
+                .iter()
+                .filter(|(_, rs)| {
+                    rs.iter().all(|r| r.str("status") == "ok" && r.f64("traj_error_mean") <= threshold)
+                })
+                .map(|(h, _)| *h)
+                .fold(None, |m: Option<f64>, h| Some(m.map_or(h, |m| m.max(h))));
+            Limits { scene, label, stable_s, accurate_s, has_error }
+        })
+        .collect()
+}
+
+fn rows_have_error(hs: &[(f64, Vec<&Row>)]) -> bool {
+    hs.iter().flat_map(|(_, rs)| rs.iter()).any(|r| r.f64("traj_error_mean").is_finite())
+}
+
+/// Columns of the per-cell table when the experiment lists no `metrics`.
+pub const DEFAULT_REPORT_METRICS: &[&str] = &[
+    "max_penetration_m",
+    "energy_drift_j",
+    "traj_error_mean",
+    "traj_error_final",
+    "cone_excess_max_ns",
+    "ncp_max_j",
+    "iterations_mean",
+    "steps_per_s",
+];
+
+fn fmt_num(x: f64) -> String {
+    if x.is_nan() {
+        "–".into()
+    } else if x == 0.0 {
+        "0".into()
+    } else if x.abs() >= 1e4 || x.abs() < 1e-3 {
+        format!("{x:.3e}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn fmt_h(h: Option<f64>) -> String {
+    h.map_or("none".into(), |h| format!("{h}"))
+}
+
+/// The text of `report.md`.
+pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures: &[PathBuf]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# {}\n\n{}\n", cfg.name, cfg.description);
+    let count = |st: &str| rows.iter().filter(|r| r.str("status") == st).count();
+    let _ = writeln!(
+        s,
+        "{} cells: {} ok, {} diverged, {} failed.\n",
+        rows.len(),
+        count("ok"),
+        count("diverged"),
+        count("failed")
+    );
+    let _ = writeln!(s, "## Largest stable and accurate timestep\n");
+    let _ = writeln!(
+        s,
+        "Stable: every timestep up to it ran without divergence. Accurate: mean trajectory error ≤ {} (accuracy_threshold).\n",
+        cfg.accuracy_threshold
+    );
+    let _ = writeln!(s, "| scene | formulation | largest stable timestep (s) | largest accurate timestep (s) |\n|---|---|---|---|");
+    for l in limits(rows, cfg.accuracy_threshold) {
+        let acc = if l.has_error { fmt_h(l.accurate_s) } else { "n/a (no reference)".into() };
+        let _ = writeln!(s, "| {} | {} | {} | {} |", l.scene, l.label, fmt_h(l.stable_s), acc);
+    }
+    let metrics: Vec<&str> = if cfg.metrics.is_empty() {
+        DEFAULT_REPORT_METRICS.to_vec()
+    } else {
+        cfg.metrics.iter().map(String::as_str).collect()
+    };
+    let _ = writeln!(s, "\n## Metrics per cell\n");
+    let _ = writeln!(s, "Units are in the column names; definitions: `contactlab list`.\n");
+    let _ = write!(s, "| scene | formulation | timestep_s | seed | status |");
+    for m in &metrics {
+        let _ = write!(s, " {m} |");
+    }
+    let _ = write!(s, "\n|---|---|---|---|---|");
+    for _ in &metrics {
+        let _ = write!(s, "---|");
+    }
+    s.push('\n');
+    for r in rows {
+        let _ = write!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.str("scene"),
+            r.str("label"),
+            r.f64("timestep_s"),
+            r.u64("seed"),
+            r.str("status")
+        );
+        for m in &metrics {
+            let v = match column(m).map(|c| c.kind) {
+                Some(crate::results::Kind::Str) => r.str(m).to_string(),
+                _ => fmt_num(r.f64(m)),
+            };
+            let _ = write!(s, " {v} |");
+        }
+        s.push('\n');
+    }
+    let mut analytic: BTreeMap<(String, String), String> = BTreeMap::new();
+    for r in rows {
+        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(r.str("analytic")) {
+            for (name, v) in m {
+                analytic.entry((r.str("scene").to_string(), r.str("scene_params").to_string() + " " + &name)).or_insert_with(|| {
+                    format!("| {} | {} | {} | {} | {} |", r.str("scene"), r.str("scene_params"), name, fmt_num(v[0].as_f64().unwrap_or(f64::NAN)), v[1].as_str().unwrap_or(""))
+                });
+            }
+        }
+    }
+    if !analytic.is_empty() {
+        let _ = writeln!(s, "\n### Closed-form values of the scenes\n\n| scene | parameters | quantity | value | formula |\n|---|---|---|---|---|");
+        for line in analytic.values() {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    let bad: Vec<&Row> = rows.iter().filter(|r| r.str("status") != "ok").collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | status | reason |\n|---|---|---|---|---|---|");
+        for r in bad {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.str("scene"),
+                r.str("label"),
+                r.f64("timestep_s"),
+                r.u64("seed"),
+                r.str("status"),
+                r.str("reason").replace('|', "\\|")
+            );
+        }
+    }
+    if !figures.is_empty() {
+        let _ = writeln!(s, "\n## Figures\n");
+        for f in figures.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
+            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let _ = writeln!(s, "![{name}](figures/{name})");
+        }
+    }
+    let _ = writeln!(s, "\n## Provenance\n");
+    let _ = writeln!(
+        s,
+        "- revision: {}\n- contactlab-harness version: {}\n- host: {} ({} cores, {} threads)\n- start: {}\n- end: {}\n- command: `{}`\n- cells resumed from an earlier run: {}",
+        manifest.revision,
+        manifest.version,
+        manifest.host,
+        manifest.cores,
+        manifest.threads,
+        manifest.start,
+        manifest.end,
+        manifest.command_line,
+        manifest.cells_resumed
+    );
+    let _ = writeln!(s, "- configuration: `config.resolved.yaml`; rows: `runs.parquet`, `runs.csv`");
+    s
+}
+
+/// Redraw the figures and `report.md` of the results folder `dir` from stored rows alone:
+/// `runs.parquet` if present, otherwise the finished cells in `cells/` (then `runs.parquet` and
+/// `runs.csv` are written from them first). Returns the paths written.
+///
+/// # Errors
+/// No rows, unreadable files, or a drawing error, as text.
+pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let cfg_path = dir.join("config.resolved.yaml");
+    let cfg = std::fs::read_to_string(&cfg_path)
+        .map_err(|e| format!("{}: {e} (is this a results folder?)", cfg_path.display()))
+        .and_then(|t| config::parse(&cfg_path, &t).map_err(|e| e.to_string()))?;
+    let rows = match read_runs(dir) {
+        Ok(rows) => rows,
+        Err(_) => {
+            let rows = cells_in(dir);
+            if rows.is_empty() {
+                return Err(format!("{}: no runs.parquet and no finished cells", dir.display()));
+            }
+            write_runs(dir, &rows).map_err(|e| e.to_string())?;
+            rows
+        }
+    };
+    write_outputs(dir, &rows, &cfg)
+}
+
+/// Draw figures and write `report.md` for `rows`; returns the paths written.
+///
+/// # Errors
+/// A drawing or file error, as text.
+pub fn write_outputs(dir: &Path, rows: &[Row], cfg: &ExperimentConfig) -> Result<Vec<PathBuf>, String> {
+    let kinds: Vec<FigureKind> = cfg.figures.clone();
+    let mut written = crate::figures::draw_all(dir, rows, &kinds)?;
+    let manifest = Manifest::read(dir);
+    let text = render(rows, cfg, &manifest, &written);
+    let path = dir.join("report.md");
+    write_atomic(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+    written.push(path);
+    Ok(written)
+}
+
+/// Rows of every finished cell file in `dir/cells`, sorted by scene, label, timestep, seed.
+pub fn cells_in(dir: &Path) -> Vec<Row> {
+    let Ok(rd) = std::fs::read_dir(dir.join("cells")) else { return Vec::new() };
+    let mut rows: Vec<Row> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let id = name.strip_suffix(".json").filter(|_| !name.starts_with('.'))?.to_string();
+            read_cell(dir, &id)
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.str("scene"), a.str("label"), a.f64("timestep_s"), a.u64("seed"))
+            .partial_cmp(&(b.str("scene"), b.str("label"), b.f64("timestep_s"), b.u64("seed")))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(h: f64, status: &str, err: f64) -> Row {
+        let mut r = Row::default();
+        r.set_str("scene", "s");
+        r.set_str("label", "f");
+        r.set_f64("timestep_s", h);
+        r.set_str("status", status);
+        r.set_f64("traj_error_mean", err);
+        r
+    }
+
+    #[test]
+    fn largest_stable_is_below_the_first_divergence() {
+        let rows = vec![row(0.001, "ok", 1e-4), row(0.002, "ok", 1e-3), row(0.005, "diverged", f64::NAN), row(0.01, "ok", 0.5)];
+        let l = &limits(&rows, 2e-3)[0];
+        assert_eq!(l.stable_s, Some(0.002));
+        assert_eq!(l.accurate_s, Some(0.002));
+        let l = &limits(&rows, 1.0)[0];
+        assert_eq!(l.accurate_s, Some(0.01), "accurate is the largest accurate timestep, not a prefix");
+    }
+}

@@ -1,0 +1,455 @@
+//! Results rows and files: the column definitions ([`COLUMNS`], units in the names), one
+//! [`Row`] per cell, durable per-cell files, `runs.parquet` / `runs.csv`, and the manifest.
+//!
+//! Layout of `results/<experiment>/`:
+//!
+//! | path | content |
+//! |---|---|
+//! | `config.resolved.yaml` | the experiment as parsed, defaults filled in |
+//! | `manifest.json` | revision, version, host, cores, start, end, command line |
+//! | `cells/<id>.json` | one finished cell's row, written atomically (temp name, then rename) |
+//! | `runs.parquet`, `runs.csv` | all rows, merged from `cells/` in grid order |
+//! | `steps/<id>.parquet` | per-step logs when `log_steps: true` |
+//! | `figures/*.svg`, `figures/*.png` | figures |
+//! | `report.md` | tables for a paper |
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// The type of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// UTF-8 text.
+    Str,
+    /// 64-bit float (NaN where not measured).
+    F64,
+    /// Unsigned integer.
+    U64,
+}
+
+/// One column of `runs.parquet`: name (with its unit as suffix), type, one-line definition.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnDef {
+    /// Column name; the suffix is the unit (`_m`, `_s`, `_j`, `_ns` for N s, `_rad`).
+    pub name: &'static str,
+    /// Type.
+    pub kind: Kind,
+    /// Definition (DESIGN.md, "Measurements").
+    pub doc: &'static str,
+}
+
+const fn c(name: &'static str, kind: Kind, doc: &'static str) -> ColumnDef {
+    ColumnDef { name, kind, doc }
+}
+
+use Kind::{Str, F64, U64};
+
+/// Every column of a results row, in order. Defined once; `contactlab list` prints them.
+pub const COLUMNS: &[ColumnDef] = &[
+    c("cell_id", Str, "stable hash of everything that determines the row"),
+    c("experiment", Str, "experiment name"),
+    c("scene", Str, "scene registry name"),
+    c("scene_params", Str, "scene parameters (JSON)"),
+    c("formulation", Str, "formulation registry name"),
+    c("label", Str, "formulation entry label"),
+    c("formulation_params", Str, "formulation parameters (JSON)"),
+    c("sweep", Str, "values of scene.*/formulation.* sweep axes for this cell (JSON)"),
+    c("engine", Str, "engine the cell ran on"),
+    c("timestep_s", F64, "timestep h"),
+    c("seed", U64, "seed (given to scenes with a seed parameter)"),
+    c("horizon_s", F64, "requested simulated time"),
+    c("threads", U64, "worker threads of the run"),
+    c("status", Str, "ok, diverged or failed"),
+    c("reason", Str, "why a cell diverged or failed (empty when ok)"),
+    c("steps", U64, "steps taken"),
+    c("simulated_time_s", F64, "simulated time reached"),
+    c("max_penetration_m", F64, "largest max(0, -gap) over all contacts and steps"),
+    c("mean_penetration_m", F64, "mean of max(0, -gap) over all contact records (0 without contacts)"),
+    c("energy_initial_j", F64, "total energy (kinetic + potential) at t = 0"),
+    c("energy_final_j", F64, "total energy at the last step"),
+    c("energy_drift_j", F64, "final minus initial total energy"),
+    c("energy_drift_rel", F64, "energy_drift_j / |energy_initial_j| (NaN when that is 0)"),
+    c("energy_rise_max_j", F64, "largest rise of total energy above its start (0 if never above)"),
+    c("traj_error_mean", F64, "mean error vs the reference over steps: traj_pos_error (m) with free bodies, else traj_q_error"),
+    c("traj_error_final", F64, "the same error at the last step"),
+    c("traj_pos_error_mean_m", F64, "mean over steps of the largest free-body position error"),
+    c("traj_pos_error_final_m", F64, "free-body position error at the last step"),
+    c("traj_rot_error_mean_rad", F64, "mean over steps of the largest free-body orientation error angle"),
+    c("traj_rot_error_final_rad", F64, "free-body orientation error at the last step"),
+    c("traj_q_error_mean", F64, "mean over steps of the norm of the hinge/slide/ball coordinate error (rad, m mixed)"),
+    c("traj_q_error_final", F64, "that norm at the last step"),
+    c("reanchored_error_mean", F64, "mean end-of-window error (unit of traj_error) restarting from the reference every reanchor_window"),
+    c("signorini_complementarity_max_j", F64, "max over steps of max |impulse_n * velocity_n| over contacts"),
+    c("signorini_complementarity_mean_j", F64, "mean over steps with contacts of the per-step max"),
+    c("cone_excess_max_ns", F64, "max of max(0, |impulse_t| - mu impulse_n)"),
+    c("cone_excess_mean_ns", F64, "mean over steps with contacts of the per-step max"),
+    c("dissipation_violation_max_j", F64, "max of |mu impulse_n - |impulse_t|| * |velocity_t|"),
+    c("dissipation_violation_mean_j", F64, "mean over steps with contacts of the per-step max"),
+    c("ncp_max_j", F64, "max of |<impulse, velocity + (mu |velocity_t|, 0, 0)>| (De Saxce)"),
+    c("ncp_mean_j", F64, "mean over steps with contacts of the per-step max"),
+    c("contacts_max", U64, "largest number of contact records in one step"),
+    c("iterations_mean", F64, "mean solver iterations per step"),
+    c("iterations_max", U64, "largest solver iterations in one step"),
+    c("residual_max", F64, "largest final residual (formulation's own norm)"),
+    c("nonconverged_steps", U64, "steps whose solver did not meet its tolerance"),
+    c("wall_time_s", F64, "wall time inside Formulation::step (metrics excluded)"),
+    c("steps_per_s", F64, "world-steps per second of wall time"),
+    c("real_time_factor", F64, "simulated time / wall time"),
+    c("peak_rss_mib", F64, "process peak resident memory when the cell finished (MiB; process-wide)"),
+    c("analytic", Str, "the scene's closed-form values, JSON {name: [value, formula]} (SI units)"),
+];
+
+/// The definition of column `name`.
+pub fn column(name: &str) -> Option<&'static ColumnDef> {
+    COLUMNS.iter().find(|c| c.name == name)
+}
+
+/// One value of a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Val {
+    /// Text.
+    Str(String),
+    /// Unsigned integer.
+    U64(u64),
+    /// Float; NaN is stored as JSON `null`.
+    F64(f64),
+    /// Missing (JSON `null`): NaN for floats.
+    Null,
+}
+
+/// One results row: column name → value. Missing floats read as NaN.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Row(pub BTreeMap<String, Val>);
+
+impl Row {
+    /// Set column `name`. Panics if the column is not in [`COLUMNS`] (a programmer error).
+    pub fn set(&mut self, name: &str, v: Val) {
+        assert!(column(name).is_some(), "results column '{name}' is not defined in COLUMNS");
+        self.0.insert(name.to_string(), v);
+    }
+    /// Set a float column.
+    pub fn set_f64(&mut self, name: &str, v: f64) {
+        self.set(name, Val::F64(v));
+    }
+    /// Set an integer column.
+    pub fn set_u64(&mut self, name: &str, v: u64) {
+        self.set(name, Val::U64(v));
+    }
+    /// Set a text column.
+    pub fn set_str(&mut self, name: &str, v: impl Into<String>) {
+        self.set(name, Val::Str(v.into()));
+    }
+    /// A float column (NaN when absent or not a number).
+    pub fn f64(&self, name: &str) -> f64 {
+        match self.0.get(name) {
+            Some(Val::F64(x)) => *x,
+            Some(Val::U64(x)) => *x as f64,
+            _ => f64::NAN,
+        }
+    }
+    /// An integer column (0 when absent).
+    pub fn u64(&self, name: &str) -> u64 {
+        match self.0.get(name) {
+            Some(Val::U64(x)) => *x,
+            Some(Val::F64(x)) if *x >= 0.0 => *x as u64,
+            _ => 0,
+        }
+    }
+    /// A text column ("" when absent).
+    pub fn str(&self, name: &str) -> &str {
+        match self.0.get(name) {
+            Some(Val::Str(s)) => s,
+            _ => "",
+        }
+    }
+}
+
+/// An error writing or reading results.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// A file system error.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A table could not be written or read.
+    #[error("{}: {message}", path.display())]
+    Table {
+        /// The file.
+        path: PathBuf,
+        /// What polars reported.
+        message: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
+    move |source| ResultsError::Io { path: path.to_path_buf(), source }
+}
+
+/// Write `bytes` to `path` durably: a temporary name in the same folder, fsync, then rename.
+///
+/// # Errors
+/// I/O errors, naming the path.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ResultsError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Path of a cell's row file.
+pub fn cell_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join("cells").join(format!("{id}.json"))
+}
+
+/// Write a finished cell's row durably.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_cell(dir: &Path, id: &str, row: &Row) -> Result<(), ResultsError> {
+    let text = serde_json::to_string_pretty(row).expect("rows serialize");
+    write_atomic(&cell_path(dir, id), text.as_bytes())
+}
+
+/// Read a finished cell's row, if its file exists and parses.
+pub fn read_cell(dir: &Path, id: &str) -> Option<Row> {
+    let text = fs::read_to_string(cell_path(dir, id)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// All rows as a polars DataFrame with the [`COLUMNS`] schema.
+///
+/// # Errors
+/// Only if polars rejects the columns (it does not for equal lengths).
+pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
+    let cols: Vec<Column> = COLUMNS
+        .iter()
+        .map(|c| match c.kind {
+            Str => Column::new(c.name.into(), rows.iter().map(|r| r.str(c.name).to_string()).collect::<Vec<_>>()),
+            F64 => Column::new(c.name.into(), rows.iter().map(|r| r.f64(c.name)).collect::<Vec<_>>()),
+            U64 => Column::new(c.name.into(), rows.iter().map(|r| r.u64(c.name)).collect::<Vec<_>>()),
+        })
+        .collect();
+    DataFrame::new(rows.len(), cols)
+}
+
+/// Rows back from a DataFrame with the [`COLUMNS`] schema (missing columns are left out).
+///
+/// # Errors
+/// A column of the wrong type.
+pub fn from_frame(df: &DataFrame) -> PolarsResult<Vec<Row>> {
+    let mut rows = vec![Row::default(); df.height()];
+    for c in COLUMNS {
+        let Ok(col) = df.column(c.name) else { continue };
+        match c.kind {
+            Str => {
+                let ca = col.str()?;
+                for (i, r) in rows.iter_mut().enumerate() {
+                    r.set_str(c.name, ca.get(i).unwrap_or(""));
+                }
+            }
+            F64 => {
+                let col = col.cast(&DataType::Float64)?;
+                let ca = col.f64()?;
+                for (i, r) in rows.iter_mut().enumerate() {
+                    r.set_f64(c.name, ca.get(i).unwrap_or(f64::NAN));
+                }
+            }
+            U64 => {
+                let col = col.cast(&DataType::UInt64)?;
+                let ca = col.u64()?;
+                for (i, r) in rows.iter_mut().enumerate() {
+                    r.set_u64(c.name, ca.get(i).unwrap_or(0));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Write a DataFrame as Parquet (`.parquet`) or CSV (any other extension), atomically.
+///
+/// # Errors
+/// Encoding or I/O errors, naming the path.
+pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<(), ResultsError> {
+    let table = |e: PolarsError| ResultsError::Table { path: path.to_path_buf(), message: e.to_string() };
+    let mut buf = Vec::new();
+    if path.extension().is_some_and(|e| e == "parquet") {
+        ParquetWriter::new(&mut buf).finish(df).map_err(table)?;
+    } else {
+        CsvWriter::new(&mut buf).finish(df).map_err(table)?;
+    }
+    write_atomic(path, &buf)
+}
+
+/// Read a Parquet or CSV file into a DataFrame.
+///
+/// # Errors
+/// Unreadable or malformed file, naming the path.
+pub fn read_frame(path: &Path) -> Result<DataFrame, ResultsError> {
+    let table = |e: PolarsError| ResultsError::Table { path: path.to_path_buf(), message: e.to_string() };
+    if path.extension().is_some_and(|e| e == "parquet") {
+        let f = fs::File::open(path).map_err(io(path))?;
+        ParquetReader::new(f).finish().map_err(table)
+    } else {
+        fs::File::open(path).map_err(io(path))?;
+        CsvReadOptions::default()
+            .with_has_header(true)
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))
+            .and_then(|r| r.finish())
+            .map_err(table)
+    }
+}
+
+/// Write `runs.parquet` and `runs.csv` in `dir` from `rows`.
+///
+/// # Errors
+/// Encoding or I/O errors.
+pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
+    let mut df = to_frame(rows).map_err(|e| ResultsError::Table { path: dir.join("runs.parquet"), message: e.to_string() })?;
+    write_frame(&dir.join("runs.parquet"), &mut df)?;
+    write_frame(&dir.join("runs.csv"), &mut df)
+}
+
+/// Read `runs.parquet` in `dir` back into rows.
+///
+/// # Errors
+/// Missing or malformed file.
+pub fn read_runs(dir: &Path) -> Result<Vec<Row>, ResultsError> {
+    let path = dir.join("runs.parquet");
+    let df = read_frame(&path)?;
+    from_frame(&df).map_err(|e| ResultsError::Table { path, message: e.to_string() })
+}
+
+/// Provenance of a run, written to `manifest.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Experiment name.
+    pub experiment: String,
+    /// Git revision of the working tree (`git rev-parse HEAD`), or "unknown".
+    pub revision: String,
+    /// contactlab-harness version.
+    pub version: String,
+    /// Host name.
+    pub host: String,
+    /// Logical cores of the machine.
+    pub cores: usize,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Start (UTC, ISO 8601).
+    pub start: String,
+    /// End (UTC, ISO 8601); empty while running.
+    pub end: String,
+    /// The command line.
+    pub command_line: String,
+    /// Cells in the grid, and how many were already finished when this run started.
+    pub cells_total: usize,
+    /// Cells skipped because an earlier run finished them.
+    pub cells_resumed: usize,
+}
+
+impl Manifest {
+    /// Describe this process and machine.
+    pub fn describe(experiment: &str, threads: usize) -> Self {
+        let revision = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let host = fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "unknown".into());
+        Self {
+            experiment: experiment.into(),
+            revision,
+            version: env!("CARGO_PKG_VERSION").into(),
+            host,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            threads,
+            start: now_utc(),
+            end: String::new(),
+            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+            cells_total: 0,
+            cells_resumed: 0,
+        }
+    }
+
+    /// Write `manifest.json` in `dir`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write(&self, dir: &Path) -> Result<(), ResultsError> {
+        write_atomic(&dir.join("manifest.json"), serde_json::to_string_pretty(self).expect("serializes").as_bytes())
+    }
+
+    /// Read `manifest.json` from `dir` (default if absent).
+    pub fn read(dir: &Path) -> Self {
+        fs::read_to_string(dir.join("manifest.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+    }
+}
+
+/// The current time, UTC, as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_parquet_and_json() {
+        let mut r = Row::default();
+        r.set_str("scene", "s");
+        r.set_f64("timestep_s", 0.01);
+        r.set_f64("max_penetration_m", f64::NAN);
+        r.set_u64("seed", 3);
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Row = serde_json::from_str(&json).unwrap();
+        assert!(back.f64("max_penetration_m").is_nan());
+        assert_eq!(back.u64("seed"), 3);
+        let dir = tempfile::tempdir().unwrap();
+        write_runs(dir.path(), &[r.clone(), back]).unwrap();
+        let rows = read_runs(dir.path()).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].str("scene"), "s");
+        assert_eq!(rows[1].f64("timestep_s"), 0.01);
+        assert!(read_frame(&dir.path().join("runs.csv")).unwrap().height() == 2);
+    }
+
+    #[test]
+    fn utc_time_is_iso() {
+        let t = now_utc();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z'));
+    }
+}

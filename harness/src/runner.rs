@@ -1,0 +1,426 @@
+//! Running an experiment: cells in parallel on a local rayon pool, each isolated (a failed,
+//! diverged or panicking cell is recorded and the experiment goes on), each written durably the
+//! moment it finishes, so a killed run loses only the cells in flight and a rerun resumes.
+//!
+//! Order of work: references first (one run per distinct scene/formulation/seed for
+//! `same_formulation` references, only for cells still to do), then the cells, then the merge
+//! into `runs.parquet` / `runs.csv`, the figures and the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use contactlab_scenarios::Scene;
+use contactlab_solvers::Formulation;
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::catalog::Catalog;
+use crate::config::{to_yaml, ReferenceSpec};
+use crate::metrics::{peak_rss_mib, Accumulator};
+use crate::results::{read_cell, write_atomic, write_cell, write_runs, Manifest, ResultsError, Row};
+use crate::sweep::{Cell, Plan};
+use crate::trajectory::{state_error, StepLog, Trajectory};
+
+/// How to run an experiment.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The experiment's results folder (`results/<name>`).
+    pub dir: PathBuf,
+    /// Worker threads (the local rayon pool's size), ≥ 1.
+    pub jobs: usize,
+    /// Delete earlier results of this experiment first instead of resuming.
+    pub fresh: bool,
+    /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
+    pub progress: bool,
+    /// Stop starting new cells once this many have finished in this run (cells in flight still
+    /// finish). For tests of resumption; `None` runs everything.
+    pub stop_after: Option<usize>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunSummary {
+    /// Cells in the grid.
+    pub total: usize,
+    /// Cells found finished by an earlier run and not recomputed.
+    pub resumed: usize,
+    /// Cells computed by this run.
+    pub ran: usize,
+    /// Rows by status, over all finished cells.
+    pub ok: usize,
+    /// Diverged cells.
+    pub diverged: usize,
+    /// Failed cells.
+    pub failed: usize,
+    /// Cells still unfinished (only with `stop_after`).
+    pub remaining: usize,
+    /// Why figures or the report could not be drawn (the rows are written regardless).
+    pub outputs_error: Option<String>,
+}
+
+/// Run `plan` into `opts.dir`.
+///
+/// # Errors
+/// Results that cannot be written. Cell failures are rows, not errors.
+pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSummary, ResultsError> {
+    let dir = &opts.dir;
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| ResultsError::Io { path: p, source }
+    };
+    if opts.fresh {
+        for sub in ["cells", "steps", "figures"] {
+            let p = dir.join(sub);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(io(&p))?;
+            }
+        }
+        for f in ["runs.parquet", "runs.csv", "report.md", "manifest.json", "config.resolved.yaml"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+    }
+    std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
+    let resolved = to_yaml(&plan.config).unwrap_or_default();
+    write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
+    let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+
+    let done: BTreeSet<&str> =
+        plan.cells.iter().filter(|c| read_cell(dir, &c.id).is_some()).map(|c| c.id.as_str()).collect();
+    let todo: Vec<&Cell> = plan.cells.iter().filter(|c| !done.contains(c.id.as_str())).collect();
+    manifest.cells_total = plan.cells.len();
+    manifest.cells_resumed = done.len();
+    manifest.write(dir)?;
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()
+        .expect("a rayon pool with a positive thread count builds");
+    let bar = if opts.progress { ProgressBar::new(plan.cells.len() as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} cells  elapsed {elapsed_precise}  eta {eta_precise}  {msg}")
+            .expect("valid template"),
+    );
+    bar.set_position(done.len() as u64);
+    bar.enable_steady_tick(Duration::from_millis(200));
+
+    let references = pool.install(|| references_for(plan, catalog, &todo));
+    let diverged = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let first_error: Mutex<Option<ResultsError>> = Mutex::new(None);
+    bar.set_message("diverged: 0");
+    pool.install(|| {
+        todo.par_iter().for_each(|cell| {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let reference = reference_for(plan, cell, &references);
+            let mut row = run_cell(plan, cell, catalog, reference, opts.jobs, dir);
+            row.set_f64("peak_rss_mib", peak_rss_mib());
+            if let Err(e) = write_cell(dir, &cell.id, &row) {
+                first_error.lock().expect("not poisoned").get_or_insert(e);
+                stop.store(true, Ordering::SeqCst);
+                return;
+            }
+            if row.str("status") == "diverged" {
+                let d = diverged.fetch_add(1, Ordering::SeqCst) + 1;
+                bar.set_message(format!("diverged: {d}"));
+            }
+            bar.inc(1);
+            let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
+            if opts.stop_after.is_some_and(|k| n >= k) {
+                stop.store(true, Ordering::SeqCst);
+            }
+        });
+    });
+    bar.finish_and_clear();
+    if let Some(e) = first_error.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+
+    let rows: Vec<Row> = plan.cells.iter().filter_map(|c| read_cell(dir, &c.id)).collect();
+    write_runs(dir, &rows)?;
+    manifest.end = crate::results::now_utc();
+    manifest.write(dir)?;
+    let outputs_error = crate::report::write_outputs(dir, &rows, &plan.config).err();
+    let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
+    Ok(RunSummary {
+        total: plan.cells.len(),
+        resumed: done.len(),
+        ran: finished.load(Ordering::SeqCst),
+        ok: count("ok"),
+        diverged: count("diverged"),
+        failed: count("failed"),
+        remaining: plan.cells.len() - rows.len(),
+        outputs_error,
+    })
+}
+
+/// A reference trajectory, or why there is none.
+type RefResult = Result<Trajectory, String>;
+
+/// Compute or load the references the cells still to do need.
+fn references_for(plan: &Plan, catalog: &Catalog, todo: &[&Cell]) -> BTreeMap<String, RefResult> {
+    match &plan.reference {
+        ReferenceSpec::SameFormulation { timestep } => {
+            let mut wanted: BTreeMap<String, &Cell> = BTreeMap::new();
+            for c in todo {
+                if let Some(id) = &c.reference_id {
+                    wanted.entry(id.clone()).or_insert(c);
+                }
+            }
+            let list: Vec<(String, &Cell)> = wanted.into_iter().collect();
+            list.par_iter()
+                .map(|(id, cell)| {
+                    let r = catch_quietly(|| reference_run(catalog, cell, *timestep))
+                        .unwrap_or_else(|p| Err(format!("reference panicked: {}", panic_text(&p))));
+                    (id.clone(), r)
+                })
+                .collect()
+        }
+        ReferenceSpec::Recorded { dir } => {
+            let scenes: BTreeSet<&str> = todo.iter().map(|c| c.scene.as_str()).collect();
+            scenes
+                .into_iter()
+                .map(|s| {
+                    let p = dir.join(format!("{s}.csv"));
+                    (format!("scene:{s}"), Trajectory::read(&p).map_err(|e| e.to_string()))
+                })
+                .collect()
+        }
+        ReferenceSpec::Trajectory { file } => {
+            BTreeMap::from([("file".to_string(), Trajectory::read(file).map_err(|e| e.to_string()))])
+        }
+        ReferenceSpec::None | ReferenceSpec::Analytic => BTreeMap::new(),
+    }
+}
+
+fn reference_for<'a>(plan: &Plan, cell: &Cell, refs: &'a BTreeMap<String, RefResult>) -> Option<&'a RefResult> {
+    match &plan.reference {
+        ReferenceSpec::SameFormulation { .. } => cell.reference_id.as_ref().and_then(|id| refs.get(id)),
+        ReferenceSpec::Recorded { .. } => refs.get(&format!("scene:{}", cell.scene)),
+        ReferenceSpec::Trajectory { .. } => refs.get("file"),
+        _ => None,
+    }
+}
+
+/// Run the cell's scene and formulation at the reference timestep, keeping every state.
+fn reference_run(catalog: &Catalog, cell: &Cell, h: f64) -> RefResult {
+    let scene = catalog.build_scene(&cell.scene, &cell.scene_params)?;
+    let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+    let mut state = scene.initial.clone();
+    let mut traj = Trajectory::default();
+    traj.push(&state);
+    for _ in 0..step_count(cell.horizon_s, h) {
+        let u = scene.controls_at(state.t, &state);
+        let r = f.step(&scene.model, &mut state, &u, h);
+        if let Some(why) = r.diverged {
+            return Err(format!("reference diverged: {why}"));
+        }
+        traj.push(&state);
+    }
+    Ok(traj)
+}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, catching a panic; while it runs, the hook of [`install_quiet_panic_hook`] prints
+/// nothing for panics on this thread (they become `failed` rows with their message).
+pub fn catch_quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let was = QUIET.with(|q| q.replace(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(was));
+    r
+}
+
+/// Wrap the panic hook so that panics caught by [`catch_quietly`] print nothing (keeps the
+/// progress bar clean); every other panic is reported as before. For binaries, once at start.
+pub fn install_quiet_panic_hook() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !QUIET.with(|q| q.get()) {
+            prev(info);
+        }
+    }));
+}
+
+/// Number of steps of length `h` to cover `horizon` (a last partial step counts as one).
+pub fn step_count(horizon: f64, h: f64) -> usize {
+    ((horizon / h) - 1e-9).ceil().max(1.0) as usize
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The identity columns of a cell's row.
+fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
+    let mut row = Row::default();
+    row.set_str("cell_id", &cell.id);
+    row.set_str("experiment", &plan.config.name);
+    row.set_str("scene", &cell.scene);
+    row.set_str("scene_params", cell.scene_params.to_string());
+    row.set_str("formulation", &cell.formulation);
+    row.set_str("label", &cell.label);
+    row.set_str("formulation_params", cell.formulation_params.to_string());
+    row.set_str("sweep", serde_json::to_string(&cell.sweep).unwrap_or_default());
+    row.set_str("engine", "cpu");
+    row.set_f64("timestep_s", cell.timestep_s);
+    row.set_u64("seed", cell.seed);
+    row.set_f64("horizon_s", cell.horizon_s);
+    row.set_u64("threads", threads as u64);
+    row
+}
+
+/// Run one cell to a row: never panics, never returns an error (failures are rows).
+pub fn run_cell(plan: &Plan, cell: &Cell, catalog: &Catalog, reference: Option<&RefResult>, threads: usize, dir: &Path) -> Row {
+    let mut row = identity(plan, cell, threads);
+    let outcome = catch_quietly(|| simulate_cell(plan, cell, catalog, reference, dir, &mut row));
+    let (status, reason) = match outcome {
+        Ok(Ok(None)) => ("ok", row.str("reason").to_string()),
+        Ok(Ok(Some(why))) => ("diverged", why),
+        Ok(Err(why)) => ("failed", why),
+        Err(p) => ("failed", format!("panicked: {}", panic_text(&p))),
+    };
+    row.set_str("status", status);
+    row.set_str("reason", reason);
+    // Columns a failed cell never reached are NaN / 0.
+    for c in crate::results::COLUMNS {
+        if !row.0.contains_key(c.name) {
+            match c.kind {
+                crate::results::Kind::F64 => row.set_f64(c.name, f64::NAN),
+                crate::results::Kind::U64 => row.set_u64(c.name, 0),
+                crate::results::Kind::Str => row.set_str(c.name, ""),
+            }
+        }
+    }
+    row
+}
+
+/// Simulate one cell, filling `row`; `Ok(Some(reason))` if it diverged, `Err` if it failed.
+fn simulate_cell(
+    plan: &Plan,
+    cell: &Cell,
+    catalog: &Catalog,
+    reference: Option<&RefResult>,
+    dir: &Path,
+    row: &mut Row,
+) -> Result<Option<String>, String> {
+    let scene = catalog.build_scene(&cell.scene, &cell.scene_params)?;
+    let analytic: serde_json::Map<String, serde_json::Value> =
+        scene.analytic.iter().map(|a| (a.name.to_string(), serde_json::json!([a.value, a.formula]))).collect();
+    row.set_str("analytic", serde_json::Value::Object(analytic).to_string());
+    let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+    let h = cell.timestep_s;
+    let reference = match reference {
+        Some(Ok(t)) => Some(t),
+        Some(Err(why)) => {
+            row.set_str("reason", why.clone());
+            None
+        }
+        None => None,
+    };
+    let out = rollout(&scene, f.as_mut(), h, cell.horizon_s, reference, plan.config.log_steps);
+    out.acc.finish(row);
+    let wall = out.wall.as_secs_f64();
+    row.set_f64("wall_time_s", wall);
+    row.set_f64("steps_per_s", out.acc.steps() as f64 / wall);
+    row.set_f64("real_time_factor", out.acc.steps() as f64 * h / wall);
+    if let Some(log) = &out.log {
+        log.write(&dir.join("steps").join(format!("{}.parquet", cell.id))).map_err(|e| e.to_string())?;
+    }
+    let reanchored = match (reference, &out.diverged) {
+        (Some(r), None) => {
+            let mut fresh = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+            reanchored_error(&scene, fresh.as_mut(), h, cell.horizon_s, plan.config.reanchor_window, r)
+        }
+        _ => f64::NAN,
+    };
+    row.set_f64("reanchored_error_mean", reanchored);
+    Ok(out.diverged)
+}
+
+/// What a rollout measured.
+pub struct Rollout {
+    /// Measurements.
+    pub acc: Accumulator,
+    /// Wall time inside `Formulation::step`.
+    pub wall: Duration,
+    /// Divergence reason, if a rule fired (the rollout stops there).
+    pub diverged: Option<String>,
+    /// Per-step log, when asked for.
+    pub log: Option<StepLog>,
+}
+
+/// Step `f` on `scene` for `horizon` seconds at timestep `h`, measuring as it goes.
+pub fn rollout(
+    scene: &Scene,
+    f: &mut dyn Formulation,
+    h: f64,
+    horizon: f64,
+    reference: Option<&Trajectory>,
+    log_steps: bool,
+) -> Rollout {
+    let model = &scene.model;
+    let mut state = scene.initial.clone();
+    let mut acc = Accumulator::new(scene, &state);
+    let mut log = log_steps.then(|| StepLog::new(&state));
+    let mut wall = Duration::ZERO;
+    let mut diverged = None;
+    for _ in 0..step_count(horizon, h) {
+        let u = scene.controls_at(state.t, &state);
+        let t0 = Instant::now();
+        let report = f.step(model, &mut state, &u, h);
+        wall += t0.elapsed();
+        let why = acc.observe(model, &state, &report);
+        if let Some(l) = log.as_mut() {
+            l.push(&state, &report, why.is_some());
+        }
+        if let Some(r) = reference.and_then(|r| r.at(state.t)) {
+            if state.is_finite() {
+                acc.observe_error(state_error(model, &state.q, &r.q));
+            }
+        }
+        if why.is_some() {
+            diverged = why;
+            break;
+        }
+    }
+    Rollout { acc, wall, diverged, log }
+}
+
+/// Mean end-of-window error restarting from the reference state every `window` seconds.
+fn reanchored_error(scene: &Scene, f: &mut dyn Formulation, h: f64, horizon: f64, window: f64, r: &Trajectory) -> f64 {
+    let per_window = step_count(window.min(horizon), h);
+    let (mut sum, mut n) = (0.0, 0usize);
+    let mut t0 = 0.0;
+    while t0 + per_window as f64 * h <= horizon + 1e-9 {
+        let Some(mut state) = r.at(t0) else { break };
+        for _ in 0..per_window {
+            let u = scene.controls_at(state.t, &state);
+            f.step(&scene.model, &mut state, &u, h);
+        }
+        match r.at(state.t) {
+            Some(rs) if state.is_finite() => {
+                sum += state_error(&scene.model, &state.q, &rs.q).scalar;
+                n += 1;
+            }
+            _ => break,
+        }
+        t0 += per_window as f64 * h;
+    }
+    if n == 0 {
+        f64::NAN
+    } else {
+        sum / n as f64
+    }
+}

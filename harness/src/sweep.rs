@@ -1,0 +1,357 @@
+//! Validation of a parsed experiment and its expansion into cells ([`plan`] → [`Plan`]).
+//!
+//! A cell is one point of the grid: scene (with parameters) × formulation entry (with
+//! parameters) × values of the `scene.*` and `formulation.*` sweep axes × timestep × seed.
+//! A `scene.<p>` axis applies to the scenes that have parameter `p` (in their registry
+//! documentation or in their entry), a `formulation.<p>` axis likewise; others do not multiply.
+//!
+//! Each cell has a stable id, a hash of everything that determines its row, so a rerun finds
+//! the cells already finished (see [`crate::runner`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::catalog::Catalog;
+use crate::config::{locate, ConfigError, ExperimentConfig, ReferenceSpec};
+
+/// One point of the experiment grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Position in the expanded grid (display order).
+    pub index: usize,
+    /// Stable id: 16 hex digits hashing everything that determines the cell's row.
+    pub id: String,
+    /// Scene registry name.
+    pub scene: String,
+    /// Scene parameters as passed to the registry (JSON object).
+    pub scene_params: Value,
+    /// Formulation registry name.
+    pub formulation: String,
+    /// Label of the formulation entry.
+    pub label: String,
+    /// Formulation parameters as passed to the registry (JSON object).
+    pub formulation_params: Value,
+    /// Timestep (s).
+    pub timestep_s: f64,
+    /// Seed (passed to scenes with a `seed` parameter; recorded always).
+    pub seed: u64,
+    /// Simulated time (s).
+    pub horizon_s: f64,
+    /// Values of the `scene.*` / `formulation.*` axes that apply to this cell.
+    pub sweep: BTreeMap<String, Value>,
+    /// Id of the reference run this cell is compared with (same-formulation references).
+    pub reference_id: Option<String>,
+}
+
+/// A validated experiment ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The experiment file (or `<embedded quickstart.yaml>`).
+    pub file: PathBuf,
+    /// The parsed configuration.
+    pub config: ExperimentConfig,
+    /// Cells in display order.
+    pub cells: Vec<Cell>,
+    /// Reference with file paths resolved against the experiment file's folder.
+    pub reference: ReferenceSpec,
+}
+
+/// Validate `cfg` (parsed from `text` in `file`) against `catalog` and expand its grid.
+///
+/// # Errors
+/// The first problem found, as a [`ConfigError`] naming the key and its line.
+pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -> Result<Plan, ConfigError> {
+    let err = |key: &str, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line: locate(text, key),
+        key: key.to_string(),
+        message,
+    };
+    if cfg.name.is_empty()
+        || cfg.name.starts_with('.')
+        || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        return Err(err("name", format!("'{}' is not usable as a folder name (letters, digits, _ - .)", cfg.name)));
+    }
+    if cfg.scenes.is_empty() {
+        return Err(err("scenes", "is empty; list at least one scene".into()));
+    }
+    if cfg.formulations.is_empty() {
+        return Err(err("formulations", "is empty; list at least one formulation".into()));
+    }
+
+    // Sweep axes.
+    let mut timesteps: Option<Vec<f64>> = None;
+    let mut seeds = vec![0u64];
+    let mut scene_axes: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut formulation_axes: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (axis, values) in &cfg.sweep {
+        let key = format!("sweep.{axis}");
+        if values.is_empty() {
+            return Err(err(&key, "is empty; give at least one value".into()));
+        }
+        if axis == "timestep" {
+            let mut hs = Vec::new();
+            for v in values {
+                match v.as_f64() {
+                    Some(h) if h.is_finite() && h > 0.0 => hs.push(h),
+                    _ => return Err(err(&key, format!("timesteps must be finite numbers > 0 (s); got {v}"))),
+                }
+            }
+            timesteps = Some(hs);
+        } else if axis == "seed" {
+            seeds = values
+                .iter()
+                .map(|v| v.as_u64().ok_or_else(|| err(&key, format!("seeds must be integers >= 0; got {v}"))))
+                .collect::<Result<_, _>>()?;
+        } else if let Some(p) = axis.strip_prefix("scene.") {
+            let used = cfg.scenes.iter().any(|s| {
+                s.params.contains_key(p)
+                    || catalog.scene(&s.name).is_ok_and(|e| e.params.iter().any(|d| d.name == p))
+            });
+            if !used {
+                return Err(err(&key, format!("no scene of this experiment has a parameter '{p}'")));
+            }
+            scene_axes.insert(p.to_string(), values.clone());
+        } else if let Some(p) = axis.strip_prefix("formulation.") {
+            let used = cfg.formulations.iter().any(|f| {
+                f.params.contains_key(p)
+                    || catalog.formulation(&f.name).is_ok_and(|e| e.params.iter().any(|d| d.name == p))
+            });
+            if !used {
+                return Err(err(&key, format!("no formulation of this experiment has a parameter '{p}'")));
+            }
+            formulation_axes.insert(p.to_string(), values.clone());
+        } else {
+            return Err(err(
+                &key,
+                format!("unknown sweep axis '{axis}'; valid: timestep, seed, scene.<parameter>, formulation.<parameter>"),
+            ));
+        }
+    }
+    if let Some(h) = cfg.horizon {
+        if !(h.is_finite() && h > 0.0) {
+            return Err(err("horizon", format!("must be a finite number > 0 (s); got {h}")));
+        }
+    }
+    if cfg.jobs == Some(0) {
+        return Err(err("jobs", "must be at least 1".into()));
+    }
+    if !(cfg.accuracy_threshold.is_finite() && cfg.accuracy_threshold > 0.0) {
+        return Err(err("accuracy_threshold", "must be a finite number > 0".into()));
+    }
+    if !(cfg.reanchor_window.is_finite() && cfg.reanchor_window > 0.0) {
+        return Err(err("reanchor_window", "must be a finite number > 0 (s)".into()));
+    }
+    for (i, m) in cfg.metrics.iter().enumerate() {
+        if crate::results::column(m).is_none() {
+            return Err(err(&format!("metrics[{i}]"), format!("unknown metric '{m}'; `contactlab list` shows them")));
+        }
+    }
+    let base = file.parent().unwrap_or(Path::new("."));
+    let reference = match &cfg.reference {
+        ReferenceSpec::SameFormulation { timestep } => {
+            if !(timestep.is_finite() && *timestep > 0.0) {
+                return Err(err("reference.timestep", format!("must be a finite number > 0 (s); got {timestep}")));
+            }
+            cfg.reference.clone()
+        }
+        ReferenceSpec::Recorded { dir } => {
+            let dir = base.join(dir);
+            if !dir.is_dir() {
+                return Err(err("reference.dir", format!("'{}' is not a readable directory", dir.display())));
+            }
+            ReferenceSpec::Recorded { dir }
+        }
+        ReferenceSpec::Trajectory { file: f } => {
+            let f = base.join(f);
+            if std::fs::File::open(&f).is_err() {
+                return Err(err("reference.file", format!("cannot read '{}'", f.display())));
+            }
+            ReferenceSpec::Trajectory { file: f }
+        }
+        other => other.clone(),
+    };
+
+    // Labels.
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, f) in cfg.formulations.iter().enumerate() {
+        if let Some(j) = seen.insert(f.label(), i) {
+            let key = if f.label.is_some() { format!("formulations[{i}].label") } else { format!("formulations[{i}]") };
+            return Err(err(
+                &key,
+                format!("duplicate label '{}' (also formulations[{j}]); give each entry a distinct `label`", f.label()),
+            ));
+        }
+    }
+
+    // Registry names and parameters; expansion.
+    let mut cells = Vec::new();
+    for (si, s) in cfg.scenes.iter().enumerate() {
+        let entry = catalog.scene(&s.name).map_err(|m| err(&format!("scenes[{si}].name"), m))?;
+        let has_seed = entry.params.iter().any(|d| d.name == "seed") && !s.params.contains_key("seed");
+        let s_axes: Vec<(String, Vec<Value>)> = scene_axes
+            .iter()
+            .filter(|(p, _)| s.params.contains_key(p.as_str()) || entry.params.iter().any(|d| d.name == p.as_str()))
+            .map(|(p, v)| (p.clone(), v.clone()))
+            .collect();
+        for s_combo in product(&s_axes) {
+            let mut sp = s.params.clone();
+            for (k, v) in &s_combo {
+                sp.insert(k.clone(), v.clone());
+            }
+            let scene = catalog.build_scene(&s.name, &Value::Object(sp.clone())).map_err(|m| {
+                let key = param_key(&m, &format!("scenes[{si}]"), &s_combo, "scene");
+                err(&key, m)
+            })?;
+            let horizon = cfg.horizon.unwrap_or(scene.horizon);
+            let hs = timesteps.clone().unwrap_or_else(|| vec![scene.model.options.timestep]);
+            let hmax = hs.iter().cloned().fold(0.0, f64::max);
+            if horizon < hmax {
+                let key = if cfg.horizon.is_some() { "horizon".to_string() } else { format!("scenes[{si}]") };
+                return Err(err(&key, format!("horizon {horizon} s is shorter than one step of {hmax} s")));
+            }
+            for (fi, f) in cfg.formulations.iter().enumerate() {
+                let fentry = catalog.formulation(&f.name).map_err(|m| err(&format!("formulations[{fi}].name"), m))?;
+                let f_axes: Vec<(String, Vec<Value>)> = formulation_axes
+                    .iter()
+                    .filter(|(p, _)| f.params.contains_key(p.as_str()) || fentry.params.iter().any(|d| d.name == p.as_str()))
+                    .map(|(p, v)| (p.clone(), v.clone()))
+                    .collect();
+                for f_combo in product(&f_axes) {
+                    let mut fp = f.params.clone();
+                    for (k, v) in &f_combo {
+                        fp.insert(k.clone(), v.clone());
+                    }
+                    let fpv = Value::Object(fp);
+                    check_formulation(catalog, &f.name, &fpv).map_err(|m| {
+                        let key = param_key(&m, &format!("formulations[{fi}]"), &f_combo, "formulation");
+                        err(&key, m)
+                    })?;
+                    let mut sweep: BTreeMap<String, Value> = BTreeMap::new();
+                    sweep.extend(s_combo.iter().map(|(k, v)| (format!("scene.{k}"), v.clone())));
+                    sweep.extend(f_combo.iter().map(|(k, v)| (format!("formulation.{k}"), v.clone())));
+                    for &h in &hs {
+                        for &seed in &seeds {
+                            let mut scene_params = sp.clone();
+                            if has_seed {
+                                scene_params.insert("seed".into(), json!(seed));
+                            }
+                            let scene_params = Value::Object(scene_params);
+                            let reference_id = match &reference {
+                                ReferenceSpec::SameFormulation { timestep } => Some(hash_hex(&json!({
+                                    "scene": s.name, "scene_params": scene_params, "formulation": f.name,
+                                    "formulation_params": fpv, "seed": seed, "horizon": horizon, "timestep": timestep,
+                                }))),
+                                _ => None,
+                            };
+                            let id = hash_hex(&json!({
+                                "scene": s.name, "scene_params": scene_params, "formulation": f.name,
+                                "formulation_params": fpv, "label": f.label(), "timestep": h, "seed": seed,
+                                "horizon": horizon, "reference": serde_json::to_value(&reference).unwrap_or(Value::Null),
+                                "log_steps": cfg.log_steps, "reanchor_window": cfg.reanchor_window,
+                            }));
+                            cells.push(Cell {
+                                index: cells.len(),
+                                id,
+                                scene: s.name.clone(),
+                                scene_params,
+                                formulation: f.name.clone(),
+                                label: f.label().to_string(),
+                                formulation_params: fpv.clone(),
+                                timestep_s: h,
+                                seed,
+                                horizon_s: horizon,
+                                sweep: sweep.clone(),
+                                reference_id,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(Plan { file: file.to_path_buf(), config: cfg, cells, reference })
+}
+
+/// Build a formulation only to validate its parameters. A panic while building (a placeholder
+/// registry entry) is not a configuration error: the run records that cell as failed.
+fn check_formulation(catalog: &Catalog, name: &str, params: &Value) -> Result<(), String> {
+    match crate::runner::catch_quietly(|| catalog.build_formulation(name, params)) {
+        Ok(Err(m)) => Err(m),
+        _ => Ok(()),
+    }
+}
+
+/// The key to blame for a registry message: `unknown field `x`` and known parameter names are
+/// looked up beside the entry, or under `sweep` when a swept value is at fault.
+fn param_key(message: &str, entry: &str, combo: &[(String, Value)], kind: &str) -> String {
+    let field = message.split('`').nth(1).unwrap_or("");
+    if !field.is_empty() && combo.iter().any(|(k, _)| k == field) {
+        return format!("sweep.{kind}.{field}");
+    }
+    if !field.is_empty() && !message.contains("missing field") {
+        return format!("{entry}.{field}");
+    }
+    entry.to_string()
+}
+
+/// Cartesian product of axes (one empty combination when there are none).
+fn product(axes: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
+    let mut out: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+    for (k, vals) in axes {
+        out = out
+            .into_iter()
+            .flat_map(|c| {
+                vals.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((k.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// FNV-1a 64 of a JSON value's canonical text (object keys sorted), as 16 hex digits.
+pub fn hash_hex(v: &Value) -> String {
+    let text = v.to_string();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A plain-text table of the grid for `contactlab check`.
+pub fn grid_table(plan: &Plan) -> String {
+    let mut out = format!("{} cells\n", plan.cells.len());
+    out += &format!("{:>5}  {:<18} {:<24} {:>10} {:>5} {:>8}  {:<16} sweep\n", "#", "scene", "formulation", "timestep_s", "seed", "horizon_s", "id");
+    for c in &plan.cells {
+        let sweep: Vec<String> = c.sweep.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out += &format!(
+            "{:>5}  {:<18} {:<24} {:>10} {:>5} {:>8}  {:<16} {}\n",
+            c.index,
+            c.scene,
+            c.label,
+            c.timestep_s,
+            c.seed,
+            c.horizon_s,
+            c.id,
+            sweep.join(" ")
+        );
+    }
+    out
+}
+
+/// Parameters as a JSON object with the same keys, for display.
+pub fn params_text(v: &Value) -> String {
+    match v {
+        Value::Object(m) if m.is_empty() => "{}".into(),
+        other => other.to_string(),
+    }
+}
