@@ -8,7 +8,7 @@
 //! unknown keys are errors. Defaults reproduce `shared/reference/README.md` so the same scenes
 //! can be compared with MuJoCo's trajectories.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::{Model, ModelError, State};

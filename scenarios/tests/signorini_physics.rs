@@ -2,7 +2,7 @@
 //! soft_convex (elliptic) on the same cell.
 
 use contactlab_scenarios::build;
-use contactlab_solvers::formulation::{self, ContactRecord, Formulation};
+use contactlab_solvers::formulation::{self, ContactRecord};
 use contactlab_solvers::State;
 use serde_json::{json, Value};
 

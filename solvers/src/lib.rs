@@ -8,7 +8,7 @@
 //!
 //! Nothing here knows about files, YAML or plots (see DESIGN.md, "Layout").
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod actuation;
 pub mod collision;

@@ -52,10 +52,6 @@ fn mul_mat_vec3(m: &[f64; 9], v: &[f64; 3]) -> [f64; 3] {
     ]
 }
 
-fn arr(v: &Vec3) -> [f64; 3] {
-    [v.x, v.y, v.z]
-}
-
 fn plane_normal(plane_quat: &Quat) -> [f64; 3] {
     let m = quat_to_mat(plane_quat);
     [m[2], m[5], m[8]]
