@@ -13,6 +13,7 @@
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::{Model, ModelError, State};
 
+pub mod benchmark;
 pub mod closed_form;
 pub mod mjcf;
 
@@ -101,13 +102,19 @@ pub struct SceneEntry {
     pub build: fn(&serde_json::Value) -> Result<Scene, SceneError>,
 }
 
-/// Every scene contactlab knows, in display order: the closed-form scenes, then `mjcf`.
+/// Every scene contactlab knows, in display order: the closed-form scenes, the benchmark
+/// scenes, then `mjcf`.
 pub const SCENES: &[SceneEntry] = &{
-    const N: usize = closed_form::ENTRIES.len();
-    let mut all = [mjcf::MJCF; N + 1];
+    const N1: usize = closed_form::ENTRIES.len();
+    const N2: usize = benchmark::ENTRIES.len();
+    let mut all = [mjcf::MJCF; N1 + N2 + 1];
     let mut i = 0;
-    while i < N {
+    while i < N1 {
         all[i] = closed_form::ENTRIES[i];
+        i += 1;
+    }
+    while i < N1 + N2 {
+        all[i] = benchmark::ENTRIES[i - N1];
         i += 1;
     }
     all

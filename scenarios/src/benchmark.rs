@@ -1,0 +1,60 @@
+//! Benchmark scenes: robotics tasks with actuators, a horizon and (where they have one) a loss,
+//! on which formulations are compared for task success and gradient studies.
+//!
+//! | scene | setup (defaults) | measures |
+//! |---|---|---|
+//! | `box_traversal` | 106 kg three-wheeled robot (velocity-servo wheels, r 0.35 m) drives over a 0.74 x 1.15 x 0.12 m box, μ 0.8, target (3, 0) m, 6 s | [`box_traversal_loss`], [`box_traversal_success`] |
+//!
+//! Scene controls are plain `fn(t, &State)` (see [`crate::ControlLaw`]), which cannot carry
+//! parameters; each scene documents how its parameters reach its control law.
+
+use contactlab_solvers::model::{ContactMaterial, Model, ModelParts};
+
+use crate::{SceneEntry, SceneError};
+
+pub mod box_traversal;
+
+pub use box_traversal::{box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline};
+
+/// Registry entries of the benchmark scenes.
+pub const ENTRIES: &[SceneEntry] = &[box_traversal::BOX_TRAVERSAL];
+
+/// Penalty and MuJoCo contact material with sliding friction `friction` (-) and penalty
+/// stiffness `ke` (N/m), damping `kd` (N s/m), viscous friction `kf` (N s/m).
+fn material(friction: f64, ke: f64, kd: f64, kf: f64) -> ContactMaterial {
+    ContactMaterial { friction: [friction, 0.005, 1e-4], ke, kd, kf, ..ContactMaterial::default() }
+}
+
+fn model(name: &str, parts: ModelParts) -> Result<Model, SceneError> {
+    Model::new(parts).map_err(|source| SceneError::Model { name: name.to_string(), source })
+}
+
+fn bad(name: &str, message: String) -> SceneError {
+    SceneError::BadParams { name: name.to_string(), message }
+}
+
+/// Err unless every value is finite and > 0.
+fn positive(name: &str, values: &[(&str, f64)]) -> Result<(), SceneError> {
+    for &(what, v) in values {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad(name, format!("{what} = {v} must be finite and > 0")));
+        }
+    }
+    Ok(())
+}
+
+/// Err unless every value is finite and >= 0.
+fn non_negative(name: &str, values: &[(&str, f64)]) -> Result<(), SceneError> {
+    for &(what, v) in values {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad(name, format!("{what} = {v} must be finite and >= 0")));
+        }
+    }
+    Ok(())
+}
+
+/// Principal inertia (kg m²) of a solid box of mass `m` (kg) and half-extents `h` (m).
+fn box_inertia(m: f64, h: [f64; 3]) -> [f64; 3] {
+    let [a, b, c] = h.map(|x| 4.0 * x * x);
+    [m * (b + c) / 12.0, m * (a + c) / 12.0, m * (a + b) / 12.0]
+}

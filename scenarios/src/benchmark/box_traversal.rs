@@ -1,0 +1,349 @@
+//! `box_traversal`: a three-wheeled ground robot drives over a rigid box obstacle on a plane.
+//!
+//! Defaults follow the box-crossing setup of the Ostrich paper: chassis 90 kg (robot 106.5 kg
+//! in all); three driven cylinder wheels, radius 0.35 m, width 0.10 m, 5.5 kg, at
+//! (0, ±0.365, 0) m and (−0.75, 0, 0) m in the chassis frame, each on a hinge about its axle
+//! (chassis y) with a MuJoCo-style velocity servo, kv = 250 N m s/rad; a static box of full
+//! sizes 0.74 (x) × 1.15 (y) × 0.12 (z) m resting on the ground, centred 1.37 m ahead of the
+//! chassis origin; friction 0.8 on box and ground; target (3, 0) m; horizon 6 s.
+//!
+//! **Frames.** World: z up, the robot starts at the origin facing +x, axles at the wheel
+//! radius above the ground (wheels touch it). The chassis has a free joint: `q[0..3]` is the
+//! chassis origin (the front axle midpoint) in the world (m), `q[3..7]` its orientation
+//! (w, x, y, z); `v[0..3]` its linear velocity (world, m/s), `v[3..6]` its angular velocity
+//! (chassis frame, rad/s). Then one hinge angle (rad) / rate (rad/s) per wheel in the order
+//! left front, right front, rear. Positive wheel rates drive the robot towards +x.
+//!
+//! **Controls.** One velocity command per wheel (rad/s), clamped to ±`wheel_speed`. For
+//! gradient studies the commands are a piecewise-linear [`Spline`] over the horizon with
+//! `knots` knots per wheel. Because a scene's control law is a plain function, the default
+//! law commands a saturating forward speed ([`FULL_FORWARD`]) that the control clamp reduces
+//! to +`wheel_speed` on every wheel: the robot drives straight over the box at about
+//! `wheel_speed × wheel_radius` (0.7 m/s by default, 4 m in 6 s).
+//!
+//! **Task.** Reach the target position with the target heading and stop there:
+//! [`box_traversal_loss`] and [`box_traversal_success`] (within 0.2 m, below 0.3 m/s).
+//!
+//! **Random instances.** `seed` = 0 is the nominal instance. A non-zero seed draws, from
+//! `ChaCha8Rng::seed_from_u64(seed)` in this order, uniform offsets of the start position
+//! (x, y each within ±0.1 m), start yaw (±5°), target position (x, y each within ±0.3 m) and
+//! target yaw (±15°), added to the nominal start (0, 0, 0°) and target (`target`,
+//! `target_yaw`). [`BoxTraversalParams::instance`] returns them.
+//!
+//! **Penalty materials.** ke = 1e6 N/m, kd = 2000 N s/m, kf = 1000 N s/m. The normal spring
+//! carries ~350 N per wheel, so ke = 1e6 keeps sinkage below 0.5 mm (1e5 would let the
+//! wheels sink ~3 mm, 3 % of the 0.12 m step). Semi-implicit Euler treats springs and
+//! dampers explicitly: stable for `h ω < 2` and `h c / m_eff < 2` (spec ncp_fb §4.5). The
+//! smallest effective mass a wheel contact sees is tangential, through the wheel's spin:
+//! I/r² = 0.337/0.35² = 2.75 kg; with up to two rim contacts per wheel `h Σ kf / m_eff` =
+//! 0.0005 × 2000 / 2.75 = 0.36 at h = 0.5 ms. Normally the contact moves the ≥ 30 kg share of
+//! the robot: `h sqrt(ke / m)` = 0.09 and `h kd / m` = 0.07. The wheel servo is explicit too:
+//! `h kv / I` = 0.37 at 0.5 ms (1.5 at 2 ms, still below 2).
+
+use contactlab_solvers::formulation::ParamDoc;
+use contactlab_solvers::geometry::GeomShape;
+use contactlab_solvers::model::{Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Quat, Vec3};
+use contactlab_solvers::State;
+use nalgebra::{DVector, UnitQuaternion};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::{bad, box_inertia, material, model, non_negative, positive};
+use crate::{parse_params, Scene, SceneEntry};
+
+/// The default control law's command (rad/s), reduced by the control clamp to `wheel_speed`.
+pub const FULL_FORWARD: f64 = 1.0e3;
+
+/// Parameters of `box_traversal` (SI units; frames in the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoxTraversalParams {
+    /// Simulated duration (s).
+    pub horizon: f64,
+    /// Wheel speed limit (rad/s): commands are clamped to ±wheel_speed; the default control law
+    /// drives every wheel at +wheel_speed.
+    pub wheel_speed: f64,
+    /// Knots per wheel of the control [`Spline`] (≥ 2), evenly spaced over the horizon.
+    pub knots: usize,
+    /// Chassis mass (kg).
+    pub chassis_mass: f64,
+    /// Chassis box half-extents (m), chassis frame.
+    pub chassis_half: [f64; 3],
+    /// Chassis box centre and centre of mass in the chassis frame (m).
+    pub chassis_center: [f64; 3],
+    /// Wheel radius (m).
+    pub wheel_radius: f64,
+    /// Wheel width (m).
+    pub wheel_width: f64,
+    /// Mass of each wheel (kg).
+    pub wheel_mass: f64,
+    /// Wheel centres in the chassis frame (m): left front, right front, rear.
+    pub wheel_positions: [[f64; 3]; 3],
+    /// Velocity-servo gain of each wheel (N m s/rad).
+    pub kv: f64,
+    /// Obstacle full sizes along x, y, z (m).
+    pub obstacle_size: [f64; 3],
+    /// Obstacle centre's x in the world (m); it rests on the ground, centred on y = 0.
+    pub obstacle_x: f64,
+    /// Sliding friction of ground, obstacle and wheels (-).
+    pub friction: f64,
+    /// Nominal target position (x, y) in the world (m).
+    pub target: [f64; 2],
+    /// Nominal target yaw (degrees).
+    pub target_yaw: f64,
+    /// Random instance: 0 is nominal; otherwise start and target are perturbed (module doc).
+    pub seed: u64,
+    /// Penalty contact stiffness (N/m).
+    pub ke: f64,
+    /// Penalty contact damping (N s/m).
+    pub kd: f64,
+    /// Penalty viscous friction (N s/m).
+    pub kf: f64,
+}
+
+impl Default for BoxTraversalParams {
+    fn default() -> Self {
+        Self {
+            horizon: 6.0,
+            wheel_speed: 2.0,
+            knots: 10,
+            chassis_mass: 90.0,
+            chassis_half: [0.5, 0.22, 0.08],
+            chassis_center: [-0.35, 0.0, 0.05],
+            wheel_radius: 0.35,
+            wheel_width: 0.10,
+            wheel_mass: 5.5,
+            wheel_positions: [[0.0, 0.365, 0.0], [0.0, -0.365, 0.0], [-0.75, 0.0, 0.0]],
+            kv: 250.0,
+            obstacle_size: [0.74, 1.15, 0.12],
+            obstacle_x: 1.37,
+            friction: 0.8,
+            target: [3.0, 0.0],
+            target_yaw: 0.0,
+            seed: 0,
+            ke: 1.0e6,
+            kd: 2000.0,
+            kf: 1000.0,
+        }
+    }
+}
+
+/// A planar pose: position (x, y) in the world (m) and yaw about +z (rad).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pose2 {
+    /// x (m).
+    pub x: f64,
+    /// y (m).
+    pub y: f64,
+    /// Yaw (rad), counter-clockwise from +x.
+    pub yaw: f64,
+}
+
+impl BoxTraversalParams {
+    /// The instance's start pose of the chassis origin and its target pose (module doc).
+    pub fn instance(&self) -> (Pose2, Pose2) {
+        let mut start = Pose2 { x: 0.0, y: 0.0, yaw: 0.0 };
+        let mut target = Pose2 { x: self.target[0], y: self.target[1], yaw: self.target_yaw.to_radians() };
+        if self.seed != 0 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+            start.x += rng.random_range(-0.1..=0.1);
+            start.y += rng.random_range(-0.1..=0.1);
+            start.yaw += rng.random_range(-5f64..=5.0).to_radians();
+            target.x += rng.random_range(-0.3..=0.3);
+            target.y += rng.random_range(-0.3..=0.3);
+            target.yaw += rng.random_range(-15f64..=15.0).to_radians();
+        }
+        (start, target)
+    }
+
+    /// A spline of `knots` knots over the horizon holding `speeds` (rad/s, one per wheel).
+    pub fn constant_spline(&self, speeds: [f64; 3]) -> Spline {
+        Spline::new(self.horizon, vec![speeds.to_vec(); self.knots.max(2)])
+    }
+}
+
+/// Piecewise-linear controls: `values[k]` (one entry per actuator) at `t_k = k T / (K − 1)`,
+/// linear in between, held constant outside `[0, T]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spline {
+    /// Time span T (s) covered by the knots.
+    pub horizon: f64,
+    /// K ≥ 2 knot values, each with one entry per actuator (the actuator's unit).
+    pub values: Vec<Vec<f64>>,
+}
+
+impl Spline {
+    /// A spline over `[0, horizon]` with the given knot values.
+    ///
+    /// # Panics
+    /// If fewer than 2 knots, knots of different lengths, or a non-positive horizon.
+    pub fn new(horizon: f64, values: Vec<Vec<f64>>) -> Self {
+        assert!(values.len() >= 2, "a spline needs at least 2 knots");
+        assert!(values.iter().all(|v| v.len() == values[0].len()), "knots of different lengths");
+        assert!(horizon > 0.0, "horizon must be > 0");
+        Self { horizon, values }
+    }
+
+    /// The controls at time `t` (s).
+    pub fn at(&self, t: f64) -> Vec<f64> {
+        let k = self.values.len() - 1;
+        let s = (t / self.horizon).clamp(0.0, 1.0) * k as f64;
+        let i = (s.floor() as usize).min(k - 1);
+        let w = s - i as f64;
+        self.values[i].iter().zip(&self.values[i + 1]).map(|(a, b)| a + w * (b - a)).collect()
+    }
+
+    /// d u_j(t) / d values[k][j] (the same for every actuator j): the hat-function weight of
+    /// knot `k` at time `t`, for chaining gradients to the knots.
+    pub fn weight(&self, k: usize, t: f64) -> f64 {
+        let n = self.values.len() - 1;
+        let s = (t / self.horizon).clamp(0.0, 1.0) * n as f64;
+        (1.0 - (s - k as f64).abs()).max(0.0)
+    }
+}
+
+/// Chassis yaw (rad) of a `box_traversal` state: heading of the chassis x axis about world z.
+pub fn chassis_yaw(state: &State) -> f64 {
+    let (w, x, y, z) = (state.q[3], state.q[4], state.q[5], state.q[6]);
+    (2.0 * (w * z + x * y)).atan2(1.0 - 2.0 * (y * y + z * z))
+}
+
+/// World z component of the chassis z axis (1 upright, 0 on its side, −1 upside down).
+pub fn chassis_up(state: &State) -> f64 {
+    let (_, x, y, _) = (state.q[3], state.q[4], state.q[5], state.q[6]);
+    1.0 - 2.0 * (x * x + y * y)
+}
+
+/// Task loss of a `box_traversal` state (m²): squared distance of the chassis origin to the
+/// target position plus `yaw_weight` (m²/rad²) times the squared yaw error, wrapped to (−π, π].
+pub fn box_traversal_loss(state: &State, target: &Pose2, yaw_weight: f64) -> f64 {
+    let (dx, dy) = (state.q[0] - target.x, state.q[1] - target.y);
+    let d = chassis_yaw(state) - target.yaw;
+    let dyaw = d.sin().atan2(d.cos());
+    dx * dx + dy * dy + yaw_weight * dyaw * dyaw
+}
+
+/// Success of a `box_traversal` run: the chassis origin ends within 0.2 m of the target
+/// position (in the ground plane) and its linear speed is below 0.3 m/s.
+pub fn box_traversal_success(state: &State, target: &Pose2) -> bool {
+    let err = (state.q[0] - target.x).hypot(state.q[1] - target.y);
+    let speed = (state.v[0].powi(2) + state.v[1].powi(2) + state.v[2].powi(2)).sqrt();
+    err < 0.2 && speed < 0.3
+}
+
+fn full_forward(_t: f64, _s: &State) -> Vec<f64> {
+    vec![FULL_FORWARD; 3]
+}
+
+/// `box_traversal` (module documentation).
+pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
+    name: "box_traversal",
+    description: "106 kg three-wheeled robot (velocity-servo wheels r 0.35 m) drives over a 0.12 m box to (3, 0) m in 6 s (Ostrich)",
+    params: &[
+        ParamDoc { name: "horizon", default: "6.0", unit: "s", doc: "simulated duration" },
+        ParamDoc { name: "wheel_speed", default: "2.0", unit: "rad/s", doc: "wheel command clamp; the default control law drives all wheels at +wheel_speed" },
+        ParamDoc { name: "knots", default: "10", unit: "-", doc: "knots per wheel of the control spline (gradient studies)" },
+        ParamDoc { name: "chassis_mass", default: "90.0", unit: "kg", doc: "chassis mass" },
+        ParamDoc { name: "chassis_half", default: "[0.5, 0.22, 0.08]", unit: "m", doc: "chassis box half-extents" },
+        ParamDoc { name: "chassis_center", default: "[-0.35, 0.0, 0.05]", unit: "m", doc: "chassis box centre and COM, chassis frame" },
+        ParamDoc { name: "wheel_radius", default: "0.35", unit: "m", doc: "wheel radius" },
+        ParamDoc { name: "wheel_width", default: "0.10", unit: "m", doc: "wheel width" },
+        ParamDoc { name: "wheel_mass", default: "5.5", unit: "kg", doc: "mass of each wheel" },
+        ParamDoc { name: "wheel_positions", default: "[[0, 0.365, 0], [0, -0.365, 0], [-0.75, 0, 0]]", unit: "m", doc: "wheel centres, chassis frame" },
+        ParamDoc { name: "kv", default: "250.0", unit: "N m s/rad", doc: "wheel velocity-servo gain" },
+        ParamDoc { name: "obstacle_size", default: "[0.74, 1.15, 0.12]", unit: "m", doc: "obstacle full sizes x, y, z" },
+        ParamDoc { name: "obstacle_x", default: "1.37", unit: "m", doc: "obstacle centre x (on the ground, y = 0)" },
+        ParamDoc { name: "friction", default: "0.8", unit: "-", doc: "sliding friction of ground, obstacle, wheels" },
+        ParamDoc { name: "target", default: "[3.0, 0.0]", unit: "m", doc: "nominal target position" },
+        ParamDoc { name: "target_yaw", default: "0.0", unit: "deg", doc: "nominal target yaw" },
+        ParamDoc { name: "seed", default: "0", unit: "-", doc: "random instance (0: nominal); perturbs start +-0.1 m, +-5 deg and target +-0.3 m, +-15 deg" },
+        ParamDoc { name: "ke", default: "1000000.0", unit: "N/m", doc: "penalty contact stiffness" },
+        ParamDoc { name: "kd", default: "2000.0", unit: "N s/m", doc: "penalty contact damping" },
+        ParamDoc { name: "kf", default: "1000.0", unit: "N s/m", doc: "penalty viscous friction" },
+    ],
+    build: |v| {
+        let name = "box_traversal";
+        let p: BoxTraversalParams = parse_params(name, v)?;
+        let [cx, cy, cz] = p.chassis_half;
+        let [ox, oy, oz] = p.obstacle_size;
+        positive(name, &[
+            ("horizon", p.horizon), ("wheel_speed", p.wheel_speed), ("chassis_mass", p.chassis_mass),
+            ("chassis_half[0]", cx), ("chassis_half[1]", cy), ("chassis_half[2]", cz),
+            ("wheel_radius", p.wheel_radius), ("wheel_width", p.wheel_width), ("wheel_mass", p.wheel_mass),
+            ("kv", p.kv), ("obstacle_size[0]", ox), ("obstacle_size[1]", oy), ("obstacle_size[2]", oz), ("ke", p.ke),
+        ])?;
+        non_negative(name, &[("friction", p.friction), ("kd", p.kd), ("kf", p.kf)])?;
+        if p.knots < 2 {
+            return Err(bad(name, format!("knots = {} must be >= 2", p.knots)));
+        }
+        let mat = material(p.friction, p.ke, p.kd, p.kf);
+        let mut parts = ModelParts { name: name.into(), ..ModelParts::default() };
+
+        let mut ground = Geom::new("ground", 0, GeomShape::Plane);
+        ground.material = mat;
+        let mut obstacle = Geom::new("obstacle", 0, GeomShape::Box { half: Vec3::new(ox / 2.0, oy / 2.0, oz / 2.0) });
+        obstacle.pos = Vec3::new(p.obstacle_x, 0.0, oz / 2.0);
+        obstacle.material = mat;
+        parts.geoms.extend([ground, obstacle]);
+
+        let centre = Vec3::from(p.chassis_center);
+        let mut chassis = Body::new("chassis", 0, Vec3::zeros(), p.chassis_mass, Vec3::from(box_inertia(p.chassis_mass, p.chassis_half)));
+        chassis.com = centre;
+        parts.bodies.push(chassis);
+        parts.joints.push(Joint::new("chassis_free", JointKind::Free, 1));
+        let mut chassis_geom = Geom::new("chassis_geom", 1, GeomShape::Box { half: Vec3::new(cx, cy, cz) });
+        chassis_geom.pos = centre;
+        chassis_geom.material = mat;
+        parts.geoms.push(chassis_geom);
+
+        let (r, w, m) = (p.wheel_radius, p.wheel_width, p.wheel_mass);
+        let axial = 0.5 * m * r * r;
+        let transverse = m * (3.0 * r * r + w * w) / 12.0;
+        let axle = UnitQuaternion::from_axis_angle(&Vec3::x_axis(), std::f64::consts::FRAC_PI_2);
+        for (i, (label, pos)) in ["left", "right", "rear"].iter().zip(p.wheel_positions).enumerate() {
+            let body = parts.bodies.len() + 1;
+            parts.bodies.push(Body::new(format!("wheel_{label}"), 1, Vec3::from(pos), m, Vec3::new(transverse, axial, transverse)));
+            let mut hinge = Joint::new(format!("wheel_{label}_hinge"), JointKind::Hinge, body);
+            hinge.axis = Vec3::y();
+            parts.joints.push(hinge);
+            let mut g = Geom::new(format!("wheel_{label}_geom"), body, GeomShape::Cylinder { radius: r, half_length: w / 2.0 });
+            g.quat = axle;
+            g.material = mat;
+            parts.geoms.push(g);
+            parts.actuators.push(Actuator {
+                name: format!("wheel_{label}_servo"),
+                joint: 1 + i,
+                kind: ActuatorKind::VelocityServo { kv: p.kv },
+                gear: 1.0,
+                ctrl_range: Some((-p.wheel_speed, p.wheel_speed)),
+                force_range: None,
+            });
+        }
+        let m = model(name, parts)?;
+
+        let (start, _) = p.instance();
+        let quat: Quat = UnitQuaternion::from_axis_angle(&Vec3::z_axis(), start.yaw);
+        let mut q = DVector::zeros(m.nq);
+        q[0] = start.x;
+        q[1] = start.y;
+        q[2] = r - p.wheel_positions.iter().map(|w| w[2]).fold(f64::INFINITY, f64::min);
+        q[3] = quat.w;
+        q[4] = quat.i;
+        q[5] = quat.j;
+        q[6] = quat.k;
+        let initial = State { q, v: DVector::zeros(m.nv), t: 0.0 };
+        let total = p.chassis_mass + 3.0 * p.wheel_mass;
+        let speed = p.wheel_speed * r;
+        Ok(Scene {
+            model: m,
+            initial,
+            horizon: p.horizon,
+            controls: Some(full_forward),
+            // Motors add energy: twice the kinetic energy at full speed (body and wheel spin)
+            // plus climbing the obstacle, plus 20 J.
+            energy_allowance: total * speed * speed + total * 9.81 * oz + 20.0,
+            speed_bound: 10.0 * speed.max(1.0),
+            analytic: vec![],
+        })
+    },
+};
