@@ -121,3 +121,52 @@ fn box_traversal_spline_loss_success_and_seeds() {
     assert!(build("box_traversal", &json!({ "wheel_radius": -1.0 })).is_err());
     assert!(build("box_traversal", &json!({ "bogus": 1 })).is_err());
 }
+
+/// Run `grasp` with scene parameters `sp` under formulation `f` at step `h` and summarize.
+fn grasp_run(sp: Value, f: &str, fp: Value, h: f64) -> contactlab_scenarios::benchmark::GraspSummary {
+    use contactlab_scenarios::benchmark::GraspMonitor;
+    let scene = build("grasp", &sp).unwrap();
+    let mut form = formulation::build(f, &fp).unwrap();
+    let mut s = scene.initial.clone();
+    let mut mon = GraspMonitor::new(&scene.model, &s);
+    for _ in 0..(scene.horizon / h).round() as usize {
+        let u = scene.controls_at(s.t, &s);
+        let r = form.step(&scene.model, &mut s, &u, h);
+        assert!(r.diverged.is_none(), "{f}: diverged: {:?}", r.diverged);
+        mon.observe(&s, &r, h);
+    }
+    let sum = mon.summary();
+    println!("grasp {sp} {f} h={h}: {sum:?}");
+    sum
+}
+
+#[test]
+fn grasp_soft_convex_holds_the_default_box_and_drops_it_at_low_friction() {
+    let held = grasp_run(json!({}), "soft_convex", json!({}), 2e-3);
+    assert!(held.held, "dropped: {held:?}");
+    // Soft friction creeps under a steady load (MuJoCo's friction rows have no position
+    // reference): measured 7.7 mm over lift and hold; 1.5 cm bounds it with margin.
+    assert!((held.rise_m - 0.2).abs() < 0.015, "rose {} m", held.rise_m);
+    assert!(held.slip_m < 0.015, "slipped {} m", held.slip_m);
+    for f in held.finger_force_n {
+        assert!((f - 10.0).abs() < 2.0, "finger force {f} N, grip force 10 N");
+    }
+    let dropped = grasp_run(json!({"friction": 0.05}), "soft_convex", json!({}), 2e-3);
+    assert!(!dropped.held, "held at friction 0.05: {dropped:?}");
+    assert!(dropped.rise_m < 0.05 && dropped.slip_m > 0.1, "{dropped:?}");
+}
+
+#[test]
+fn grasp_penalty_holds_the_default_box_and_drops_it_at_low_friction() {
+    let held = grasp_run(json!({}), "penalty", json!({"friction": "normalized"}), 5e-4);
+    assert!(held.held, "dropped: {held:?}");
+    // Viscous friction creeps at about m g / (8 kf) = 3.7 mm/s while loaded (measured 7.3 mm).
+    assert!(held.slip_m < 0.015, "slipped {} m", held.slip_m);
+    assert!((held.rise_m - 0.2).abs() < 0.015, "rose {} m", held.rise_m);
+    for f in held.finger_force_n {
+        assert!((f - 10.0).abs() < 2.0, "finger force {f} N, grip force 10 N");
+    }
+    let dropped = grasp_run(json!({"friction": 0.05}), "penalty", json!({"friction": "normalized"}), 5e-4);
+    assert!(!dropped.held, "held at friction 0.05: {dropped:?}");
+    assert!(dropped.rise_m < 0.05 && dropped.slip_m > 0.1, "{dropped:?}");
+}
