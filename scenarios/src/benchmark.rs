@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `box_traversal` | 106 kg three-wheeled robot (velocity-servo wheels, r 0.35 m) drives over a 0.74 x 1.15 x 0.12 m box, μ 0.8, target (3, 0) m, 6 s | [`box_traversal_loss`], [`box_traversal_success`] |
 //! | `grasp` | parallel-jaw gripper (position servos) closes on a 0.3 kg box on a table with 10 N per finger, lifts it 0.2 m at 0.2 m/s, holds to 2.5 s | [`GraspMonitor`]: slip, held, peak penetration, finger forces |
+//! | `cartpole_task`, `cartpole_task_ostrich` | cart-pole with a ±30 N cart motor; balance from 0.2 rad or swing up; Ostrich sizes (0.3 × 0.5 × 0.2 m cart, 2 m pole, h 0.01 s) | [`cartpole_loss`], fall rate λ (closed form) |
 //!
 //! Scene controls are plain `fn(t, &State)` (see [`crate::ControlLaw`]), which cannot carry
 //! parameters; each scene documents how its parameters reach its control law.
@@ -14,13 +15,15 @@ use contactlab_solvers::model::{ContactMaterial, Model, ModelParts};
 use crate::{SceneEntry, SceneError};
 
 pub mod box_traversal;
+pub mod cartpole_task;
 pub mod grasp;
 
 pub use box_traversal::{box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline};
+pub use cartpole_task::{cartpole_loss, CartpoleTask, CartpoleTaskParams, PerStep};
 pub use grasp::{GraspMonitor, GraspParams, GraspSummary};
 
 /// Registry entries of the benchmark scenes.
-pub const ENTRIES: &[SceneEntry] = &[box_traversal::BOX_TRAVERSAL, grasp::GRASP];
+pub const ENTRIES: &[SceneEntry] = &[box_traversal::BOX_TRAVERSAL, grasp::GRASP, cartpole_task::CARTPOLE_TASK, cartpole_task::CARTPOLE_TASK_OSTRICH];
 
 /// Penalty and MuJoCo contact material with sliding friction `friction` (-) and penalty
 /// stiffness `ke` (N/m), damping `kd` (N s/m), viscous friction `kf` (N s/m).

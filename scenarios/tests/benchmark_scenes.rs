@@ -170,3 +170,67 @@ fn grasp_penalty_holds_the_default_box_and_drops_it_at_low_friction() {
     assert!(!dropped.held, "held at friction 0.05: {dropped:?}");
     assert!(dropped.rise_m < 0.05 && dropped.slip_m > 0.1, "{dropped:?}");
 }
+
+/// Time (s) for the unforced pole to go from 0.01 rad to 0.02 rad, and the scene's fall rate.
+fn doubling_time(scene_name: &str, f: &str, h: f64) -> (f64, f64) {
+    let scene = build(scene_name, &json!({"angle0": 0.01})).unwrap();
+    let lambda = scene.analytic.iter().find(|a| a.name == "fall_rate_per_s").unwrap().value;
+    let mut form = formulation::build(f, &json!({})).unwrap();
+    let mut s = scene.initial.clone();
+    while s.q[1] < 0.02 {
+        let r = form.step(&scene.model, &mut s, &[0.0], h);
+        assert!(r.diverged.is_none() && s.t < 2.0, "{f}: {:?} at t {}", r.diverged, s.t);
+    }
+    (s.t, lambda)
+}
+
+#[test]
+fn cartpole_task_unforced_pole_falls_at_the_linearized_rate() {
+    // theta0 cosh(lambda t) = 2 theta0 at t = acosh(2) / lambda (small angles: 0.01-0.02 rad).
+    for (scene, h, lambda_expected) in [("cartpole_task", 2e-3, 3.974), ("cartpole_task_ostrich", 1e-2, 2.810)] {
+        for f in ["soft_convex", "penalty"] {
+            let (t, lambda) = doubling_time(scene, f, h);
+            let expected = 2f64.acosh() / lambda;
+            println!("{scene} {f} h={h}: doubling time {t:.4} s, closed form {expected:.4} s (lambda {lambda:.4} /s)");
+            assert!((lambda - lambda_expected).abs() < 2e-3, "lambda {lambda}");
+            assert!((t - expected).abs() < 1.5 * h + 0.01 * expected, "{scene} {f}: {t} vs {expected}");
+        }
+    }
+}
+
+#[test]
+fn cartpole_task_feedback_balances_and_zero_force_falls() {
+    use contactlab_scenarios::benchmark::cartpole_task::balance_feedback;
+    use contactlab_scenarios::benchmark::{cartpole_loss, CartpoleTaskParams, PerStep};
+    let scene = build("cartpole_task", &json!({})).unwrap();
+    assert_eq!(scene.initial.q[1], 0.2);
+    let w = CartpoleTaskParams::standard().position_weight;
+    for f in ["soft_convex", "penalty"] {
+        let mut form = formulation::build(f, &json!({})).unwrap();
+        let (mut held, mut fell) = (scene.initial.clone(), scene.initial.clone());
+        let h = 2e-3;
+        for _ in 0..(scene.horizon / h).round() as usize {
+            let u = balance_feedback(held.t, &held);
+            form.step(&scene.model, &mut held, &u, h);
+            let u0 = scene.controls_at(fell.t, &fell);
+            form.step(&scene.model, &mut fell, &u0, h);
+        }
+        let (lh, lf) = (cartpole_loss(&held, w), cartpole_loss(&fell, w));
+        println!("{f}: loss at 3 s with feedback {lh:.3e} (theta {:.4}, x {:.4}), with zero force {lf:.3}", held.q[1], held.q[0]);
+        assert!(lh < 1e-3, "{f}: feedback failed to balance: loss {lh}");
+        assert!(lf > 1.0, "{f}: pole did not fall: loss {lf}");
+    }
+    // Per-step controls and the loss on hand-made values.
+    let ps = PerStep { h: 0.01, forces: vec![1.0, 2.0, 3.0] };
+    assert_eq!((ps.at(0.0), ps.at(0.015), ps.at(0.02), ps.at(9.0)), (vec![1.0], vec![2.0], vec![3.0], vec![3.0]));
+    let mut s = scene.initial.clone();
+    s.q[0] = 2.0;
+    s.q[1] = 2.0 * std::f64::consts::PI + 0.1;
+    assert!((cartpole_loss(&s, 0.1) - (0.01 + 0.4)).abs() < 1e-12);
+    // Presets and the swing-up start.
+    let o = build("cartpole_task_ostrich", &json!({})).unwrap();
+    assert_eq!(o.model.options.timestep, 0.01);
+    let swing = build("cartpole_task", &json!({"task": "swing_up"})).unwrap();
+    assert_eq!(swing.initial.q[1], std::f64::consts::PI);
+    assert!(build("cartpole_task", &json!({"bogus": 1})).is_err());
+}

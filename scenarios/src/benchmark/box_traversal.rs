@@ -193,7 +193,7 @@ impl Spline {
         self.values[i].iter().zip(&self.values[i + 1]).map(|(a, b)| a + w * (b - a)).collect()
     }
 
-    /// d u_j(t) / d values[k][j] (the same for every actuator j): the hat-function weight of
+    /// `d u_j(t) / d values[k][j]` (the same for every actuator j): the hat-function weight of
     /// knot `k` at time `t`, for chaining gradients to the knots.
     pub fn weight(&self, k: usize, t: f64) -> f64 {
         let n = self.values.len() - 1;
