@@ -244,3 +244,21 @@ fn cartpole_task_feedback_balances_and_zero_force_falls() {
     assert_eq!(swing.initial.q[1], std::f64::consts::PI);
     assert!(build("cartpole_task", &json!({"bogus": 1})).is_err());
 }
+
+#[test]
+fn grasp_lift_speed_sets_the_lift_rate_and_the_horizon() {
+    // lift_speed 0.1 m/s: the lift passes 0.1 m at 0.5 + 1.0 s and ends at 2.5 s; horizon 3.5 s.
+    let scene = build("grasp", &json!({"lift_speed": 0.1})).unwrap();
+    assert!((scene.horizon - 3.5).abs() < 1e-12);
+    let h = 2e-3;
+    let mut z_mid = f64::NAN;
+    let end = run(&scene, "soft_convex", json!({}), h, scene.horizon, |s, _| {
+        if (s.t - 1.5).abs() < h / 2.0 {
+            z_mid = s.q[0];
+        }
+    });
+    println!("grasp lift_speed 0.1: lift z at 1.5 s {z_mid:.4} m, at the end {:.4} m, object rise {:.4} m", end.q[0], end.q[5] - scene.initial.q[5]);
+    assert!((z_mid - 0.1).abs() < 0.005, "lift at {z_mid} m at 1.5 s");
+    assert!((end.q[0] - 0.2).abs() < 0.002, "lift ends at {} m", end.q[0]);
+    assert!(end.q[5] - scene.initial.q[5] > 0.18, "object not lifted");
+}

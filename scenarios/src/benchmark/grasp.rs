@@ -3,8 +3,12 @@
 //!
 //! **Model** (world z up, the table top is the plane z = 0). The object is a free box (full
 //! sizes `object_size`, mass `object_mass`) resting on the table at the origin. The gripper is
-//! a lift body (1 kg) on a vertical slide through the object's centre, driven by a position
-//! servo (kp 1e4 N/m, kv 250 N s/m); two fingers (0.1 kg boxes, 4 × 2 × 8 cm, height scaled
+//! a lift body (1 kg) on a vertical slide through the object's centre, driven by a velocity
+//! servo (kv [`LIFT_KV`], commands clamped to ±`lift_speed`) and carried by a soft, long
+//! gravity-compensation spring on the slide (stiffness [`GRAVCOMP_STIFFNESS`], rest length
+//! chosen so that it pushes with the weight of lift, fingers and object at z = 0 and 86 % of it
+//! at the lift height, as MuJoCo's `gravcomp` would; without it the velocity servo would lag
+//! its command by m g / kv); two fingers (0.1 kg boxes, 4 × 2 × 8 cm, height scaled
 //! to 80 % of the object's) hang from it on slides along y, each driven by a position servo.
 //! Finger coordinates measure closing travel (m) from contact: at q = 0 a finger's inner face
 //! touches the object; they start open at q = −[`OPEN_GAP`].
@@ -19,9 +23,12 @@
 //! (body frame, rad/s)]`.
 //!
 //! **Phases** (control law [`grasp_controls`]): close 0–[`T_CLOSE`] s (finger commands ramp
-//! from open to +GRIP_DEPTH over the first 0.3 s), lift [`T_CLOSE`]–[`T_LIFT_END`] s (lift
-//! command rises at [`LIFT_SPEED`] to [`LIFT_HEIGHT`]), hold until the horizon (2.5 s).
-//! The lift speed is fixed: a plain-function control law cannot read parameters.
+//! from open to +GRIP_DEPTH over the first 0.3 s); lift from [`T_CLOSE`] s: the lift's
+//! velocity command is [`LIFT_GAIN`] × ([`LIFT_HEIGHT`] − lift z), which the actuator's control
+//! clamp caps at `lift_speed`, so the gripper rises at `lift_speed` and settles at
+//! LIFT_HEIGHT (a plain-function control law cannot read parameters; the clamp carries
+//! `lift_speed` to it); hold from `T_CLOSE + LIFT_HEIGHT / lift_speed` (1.5 s by default) to
+//! the horizon (default: one second of hold, 2.5 s).
 //!
 //! **Measures** ([`GraspMonitor`]): slip of the object relative to the fingers during lift and
 //! hold, held or dropped at the end, peak penetration, finger normal forces.
@@ -48,12 +55,14 @@ pub const OPEN_GAP: f64 = 0.02;
 pub const GRIP_DEPTH: f64 = 0.01;
 /// End of the close phase (s); the finger commands ramp over its first 0.3 s.
 pub const T_CLOSE: f64 = 0.5;
-/// Lift speed (m/s) during the lift phase.
-pub const LIFT_SPEED: f64 = 0.2;
+/// Gain of the lift's height feedback (1/s): velocity command per metre below LIFT_HEIGHT.
+pub const LIFT_GAIN: f64 = 200.0;
+/// Velocity-servo gain of the lift (N s/m).
+pub const LIFT_KV: f64 = 400.0;
+/// Stiffness of the lift's gravity-compensation spring (N/m) (module documentation).
+pub const GRAVCOMP_STIFFNESS: f64 = 10.0;
 /// Lift height (m).
 pub const LIFT_HEIGHT: f64 = 0.2;
-/// End of the lift phase (s); the hold phase follows.
-pub const T_LIFT_END: f64 = T_CLOSE + LIFT_HEIGHT / LIFT_SPEED;
 /// Finger mass (kg).
 pub const FINGER_MASS: f64 = 0.1;
 /// Lift body mass (kg).
@@ -71,8 +80,10 @@ pub struct GraspParams {
     pub friction: f64,
     /// Squeeze of each finger on the object at rest (N).
     pub grip_force: f64,
-    /// Simulated duration (s); the hold phase lasts from 1.5 s to the horizon.
-    pub horizon: f64,
+    /// Lift speed (m/s).
+    pub lift_speed: f64,
+    /// Simulated duration (s); `None`: one second after the lift ends.
+    pub horizon: Option<f64>,
     /// Penalty contact stiffness (N/m).
     pub ke: f64,
     /// Penalty contact damping (N s/m).
@@ -83,17 +94,24 @@ pub struct GraspParams {
 
 impl Default for GraspParams {
     fn default() -> Self {
-        Self { object_size: [0.06, 0.06, 0.10], object_mass: 0.3, friction: 0.8, grip_force: 10.0, horizon: 2.5, ke: 1e5, kd: 20.0, kf: 100.0 }
+        Self { object_size: [0.06, 0.06, 0.10], object_mass: 0.3, friction: 0.8, grip_force: 10.0, lift_speed: 0.2, horizon: None, ke: 1e5, kd: 20.0, kf: 100.0 }
     }
 }
 
-/// The grasp control law: `[lift target z (m), left finger target, right finger target (m)]`
+/// The grasp control law: `[lift velocity command (m/s), left finger target, right finger target (m)]`
 /// by phase (module documentation).
-pub fn grasp_controls(t: f64, _s: &State) -> Vec<f64> {
+pub fn grasp_controls(t: f64, s: &State) -> Vec<f64> {
     let close = (t / 0.3).clamp(0.0, 1.0);
     let finger = -OPEN_GAP + close * (OPEN_GAP + GRIP_DEPTH);
-    let lift = ((t - T_CLOSE) * LIFT_SPEED).clamp(0.0, LIFT_HEIGHT);
-    vec![lift, finger, finger]
+    let height = if t < T_CLOSE { 0.0 } else { LIFT_HEIGHT };
+    vec![LIFT_GAIN * (height - s.q[0]), finger, finger]
+}
+
+impl GraspParams {
+    /// End of the lift phase (s): `T_CLOSE + LIFT_HEIGHT / lift_speed`.
+    pub fn lift_end(&self) -> f64 {
+        T_CLOSE + LIFT_HEIGHT / self.lift_speed
+    }
 }
 
 /// What a grasp run measured ([`GraspMonitor::summary`]).
@@ -128,6 +146,7 @@ pub struct GraspMonitor {
     peak_penetration: f64,
     force_sum: [f64; 2],
     hold_steps: usize,
+    hold_start: f64,
 }
 
 /// Object height relative to the lift (m): object z minus lift coordinate.
@@ -136,7 +155,8 @@ fn relative_height(s: &State) -> f64 {
 }
 
 impl GraspMonitor {
-    /// A monitor for a `grasp` model and its initial state.
+    /// A monitor for a `grasp` model and its initial state; the hold phase starts when the lift
+    /// ends at the model's lift speed (the lift actuator's control clamp).
     ///
     /// # Panics
     /// If the model is not a `grasp` scene's.
@@ -153,6 +173,7 @@ impl GraspMonitor {
             peak_penetration: 0.0,
             force_sum: [0.0; 2],
             hold_steps: 0,
+            hold_start: T_CLOSE + LIFT_HEIGHT / model.actuators[0].ctrl_range.expect("grasp's lift has a control clamp").1,
         }
     }
 
@@ -164,7 +185,7 @@ impl GraspMonitor {
             let r0 = *self.rel_at_lift.get_or_insert(self.rel);
             self.slip = self.slip.max((self.rel - r0).abs());
         }
-        let hold = s.t > T_LIFT_END;
+        let hold = s.t > self.hold_start;
         if hold {
             self.hold_steps += 1;
         }
@@ -203,7 +224,8 @@ pub const GRASP: SceneEntry = SceneEntry {
         ParamDoc { name: "object_mass", default: "0.3", unit: "kg", doc: "object mass" },
         ParamDoc { name: "friction", default: "0.8", unit: "-", doc: "sliding friction of every geom" },
         ParamDoc { name: "grip_force", default: "10.0", unit: "N", doc: "squeeze of each finger at rest (finger kp = grip_force / 0.01 m)" },
-        ParamDoc { name: "horizon", default: "2.5", unit: "s", doc: "simulated duration (close 0-0.5 s, lift 0.5-1.5 s, hold after)" },
+        ParamDoc { name: "lift_speed", default: "0.2", unit: "m/s", doc: "lift speed (lift to 0.2 m from 0.5 s)" },
+        ParamDoc { name: "horizon", default: "null", unit: "s", doc: "simulated duration (null: 1 s of hold after the lift, 2.5 s by default)" },
         ParamDoc { name: "ke", default: "100000.0", unit: "N/m", doc: "penalty contact stiffness" },
         ParamDoc { name: "kd", default: "20.0", unit: "N s/m", doc: "penalty contact damping" },
         ParamDoc { name: "kf", default: "100.0", unit: "N s/m", doc: "penalty viscous friction" },
@@ -214,7 +236,7 @@ pub const GRASP: SceneEntry = SceneEntry {
         let [sx, sy, sz] = p.object_size;
         positive(name, &[
             ("object_size[0]", sx), ("object_size[1]", sy), ("object_size[2]", sz), ("object_mass", p.object_mass),
-            ("grip_force", p.grip_force), ("horizon", p.horizon), ("ke", p.ke),
+            ("grip_force", p.grip_force), ("lift_speed", p.lift_speed), ("horizon", p.horizon.unwrap_or(1.0)), ("ke", p.ke),
         ])?;
         non_negative(name, &[("friction", p.friction), ("kd", p.kd), ("kf", p.kf)])?;
         let mat = material(p.friction, p.ke, p.kd, p.kf);
@@ -226,8 +248,11 @@ pub const GRASP: SceneEntry = SceneEntry {
 
         // Lift: body 1, slide along z through the object's centre.
         parts.bodies.push(Body::new("lift", 0, Vec3::new(0.0, 0.0, half[2]), LIFT_MASS, Vec3::repeat(0.01)));
+        let lifted = LIFT_MASS + 2.0 * FINGER_MASS + p.object_mass;
         let mut slide = Joint::new("lift_slide", JointKind::Slide, 1);
         slide.axis = Vec3::z();
+        slide.stiffness = GRAVCOMP_STIFFNESS;
+        slide.springref = lifted * 9.81 / GRAVCOMP_STIFFNESS;
         parts.joints.push(slide);
 
         // Fingers: bodies 2 and 3, sliding along ∓y (closing is positive).
@@ -253,9 +278,8 @@ pub const GRASP: SceneEntry = SceneEntry {
         og.material = mat;
         parts.geoms.push(og);
 
-        let lifted = LIFT_MASS + 2.0 * FINGER_MASS + p.object_mass;
-        let (lift_kp, lift_kv) = (1e4, 2.0 * (1e4 * lifted).sqrt());
-        parts.actuators.push(Actuator { name: "lift_servo".into(), joint: 0, kind: ActuatorKind::PositionServo { kp: lift_kp, kv: lift_kv }, gear: 1.0, ctrl_range: None, force_range: None });
+        let clamp = Some((-p.lift_speed, p.lift_speed));
+        parts.actuators.push(Actuator { name: "lift_servo".into(), joint: 0, kind: ActuatorKind::VelocityServo { kv: LIFT_KV }, gear: 1.0, ctrl_range: clamp, force_range: None });
         for (i, side) in ["left", "right"].iter().enumerate() {
             parts.actuators.push(Actuator { name: format!("finger_{side}_servo"), joint: 1 + i, kind: ActuatorKind::PositionServo { kp, kv }, gear: 1.0, ctrl_range: None, force_range: None });
         }
@@ -269,7 +293,7 @@ pub const GRASP: SceneEntry = SceneEntry {
         Ok(Scene {
             model: m,
             initial,
-            horizon: p.horizon,
+            horizon: p.horizon.unwrap_or(p.lift_end() + 1.0),
             controls: Some(grasp_controls),
             // The lift raises the gripper and object by LIFT_HEIGHT; servos store spring energy.
             energy_allowance: lifted * 9.81 * LIFT_HEIGHT * 1.5 + 2.0 * p.grip_force * GRIP_DEPTH + 1.0,
