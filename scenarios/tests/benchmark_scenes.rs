@@ -262,3 +262,22 @@ fn grasp_lift_speed_sets_the_lift_rate_and_the_horizon() {
     assert!((end.q[0] - 0.2).abs() < 0.002, "lift ends at {} m", end.q[0]);
     assert!(end.q[5] - scene.initial.q[5] > 0.18, "object not lifted");
 }
+
+#[test]
+fn box_traversal_seeded_instance_still_crosses_under_soft_convex() {
+    use contactlab_scenarios::benchmark::BoxTraversalParams;
+    // Seed 7 turns the start by 2 degrees; the forward command still carries the robot over the
+    // box (rear wheel past the far edge). Measured: the heading holds until the rear wheel meets
+    // the box edge (t ~ 2.6 s), which squares the robot to the edge (yaw 0.036 -> 0.0000 rad);
+    // it then drives straight on (lateral drift 0.10 m from the start line).
+    let (start, _) = BoxTraversalParams { seed: 7, ..Default::default() }.instance();
+    let scene = build("box_traversal", &json!({"seed": 7})).unwrap();
+    let end = run(&scene, "soft_convex", json!({}), 2e-3, scene.horizon, |_, _| {});
+    let yaw = chassis_yaw(&end);
+    let rear_x = end.q[0] - 0.75 * yaw.cos();
+    let lateral = -(end.q[0] - start.x) * start.yaw.sin() + (end.q[1] - start.y) * start.yaw.cos();
+    println!("seed 7: start yaw {:.4} rad, end ({:.3}, {:.3}) yaw {yaw:.4}, rear x {rear_x:.3}, lateral drift {lateral:.4} m", start.yaw, end.q[0], end.q[1]);
+    assert!(start.yaw.abs() > 0.01);
+    assert!(rear_x > 1.74 + 0.35 && chassis_up(&end) > 0.99);
+    assert!(lateral.abs() < 0.2 && yaw.abs() < start.yaw.abs(), "lateral {lateral}, yaw {yaw}");
+}
