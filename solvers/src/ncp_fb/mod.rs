@@ -36,7 +36,9 @@
 //!   `g = μ p_n − ‖p_f‖` (§7.2), `k = w_t = ½(w_t1 + w_t2)` (so both arguments of the friction
 //!   FB are velocities, §7.8 in impulses), and the slip speed smoothed in velocity units,
 //!   `v = √(‖J_f u‖² + ε_v²)` with `ε_v = friction_smoothing` (1e-6 m/s, §7.3), W clamped to
-//!   [0, 1e12 k]. A contact with μ p_n = 0 has the skipped row `r_f = p_f` (§7.8). At a root,
+//!   [0, 1e12 k]. A contact with `μ p_n w_t ≤ ε_v` (its friction could change the slip by at
+//!   most ε_v; this includes p_n = 0 and separated contacts, whose smoothed FB root leaves
+//!   p_n ≈ ε²/(2 h w_n gap) > 0) has the skipped row `r_f = p_f` (§7.8). At a root,
 //!   sliding gives p_f = −μ p_n v̂_t, sticking W ≈ 0 with a creep ≈ ε_v²/(2 k g).
 //! * (R4) joint limits: complementarity rows like (R2), `φ_ε(dist⁻ + h J u, h w p) / h`.
 //!

@@ -170,8 +170,11 @@ impl Problem {
                     let (f1, f2) = (row + 1, row + 2);
                     let pf = Vector2::new(p[f1], p[f2]);
                     let cap = mu * p[row];
-                    if cap <= 0.0 {
-                        // Skipped friction row (spec §7.8): r_f = p_f.
+                    if cap * wt <= self.eps_v {
+                        // Skipped friction row (spec §7.8): r_f = p_f, when the largest friction
+                        // impulse μ p_n would change the slip by at most ε_v. This covers p_n = 0
+                        // and the separated contacts whose smoothed FB root leaves
+                        // p_n ≈ ε²/(2 h w_n gap) > 0, whose W ≈ v_t/(μ p_n) would be huge.
                         r[nv + f1] = pf[0];
                         r[nv + f2] = pf[1];
                         if let Some(rp) = rp.as_mut() {
