@@ -31,15 +31,18 @@
 //!   `φ_ε(a, b) = a + b − √(a² + b² + ε²)` (§1.1) with ε a **length** (`fb_smoothing`, 1e-8 m),
 //!   so the resting gap `ε² / (2 h² w_n λ_n)` is dimensionally consistent and far below 1e-6 m
 //!   at every h (§7.1): 5e-12 m for the 1 kg cube's corner at h = 1 ms.
-//! * (R3) friction by maximal dissipation, spec eq. (5)–(7): `r_f = J_f u + W p_f` with
+//! * (R3) friction by maximal dissipation, spec eq. (5)–(7): `r_f = σ (J_f u + W p_f)` with
 //!   `W = k (S − k g) / (v + k μ p_n − S)`, `S = √(v² + k² g²)`, the **unclamped** cone margin
 //!   `g = μ p_n − ‖p_f‖` (§7.2), `k = w_t = ½(w_t1 + w_t2)` (so both arguments of the friction
 //!   FB are velocities, §7.8 in impulses), and the slip speed smoothed in velocity units,
 //!   `v = √(‖J_f u‖² + ε_v²)` with `ε_v = friction_smoothing` (1e-6 m/s, §7.3), W clamped to
-//!   [0, 1e12 k]. A contact with `μ p_n w_t ≤ ε_v` (its friction could change the slip by at
-//!   most ε_v; this includes p_n = 0 and separated contacts, whose smoothed FB root leaves
-//!   p_n ≈ ε²/(2 h w_n gap) > 0) has the skipped row `r_f = p_f` (§7.8). At a root,
-//!   sliding gives p_f = −μ p_n v̂_t, sticking W ≈ 0 with a creep ≈ ε_v²/(2 k g).
+//!   [0, 1e12 k]. The row scale `σ = k/(k + W) > 0` does not move the roots (spec eq. (7) has
+//!   σ = 1); it keeps the row continuous and well scaled as μ p_n → 0⁺, where W → ∞ and the row
+//!   tends to `k p_f`, the skipped row used when μ p_n = 0 (§7.8). Without it, a contact whose
+//!   impulse is tiny (a separated contact's smoothed FB root p_n ≈ ε²/(2 h w_n gap), or the
+//!   first iterates of an impact) has W ≈ v_t/(μ p_n) up to 1e11 and the residual jumps where
+//!   the row switches on, which stalled Newton on the spinning drop. At a root, sliding gives
+//!   p_f = −μ p_n v̂_t, sticking W ≈ 0 with a creep ≈ ε_v²/(2 k g).
 //! * (R4) joint limits: complementarity rows like (R2), `φ_ε(dist⁻ + h J u, h w p) / h`.
 //!
 //! # Solve

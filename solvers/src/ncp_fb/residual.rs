@@ -170,16 +170,14 @@ impl Problem {
                     let (f1, f2) = (row + 1, row + 2);
                     let pf = Vector2::new(p[f1], p[f2]);
                     let cap = mu * p[row];
-                    if cap * wt <= self.eps_v {
-                        // Skipped friction row (spec §7.8): r_f = p_f, when the largest friction
-                        // impulse μ p_n would change the slip by at most ε_v. This covers p_n = 0
-                        // and the separated contacts whose smoothed FB root leaves
-                        // p_n ≈ ε²/(2 h w_n gap) > 0, whose W ≈ v_t/(μ p_n) would be huge.
-                        r[nv + f1] = pf[0];
-                        r[nv + f2] = pf[1];
+                    if cap <= 0.0 {
+                        // Skipped friction row (spec §7.8), scaled like the active row below:
+                        // r_f = w_t p_f, the limit of σ (J_f u + W p_f) as μ p_n → 0⁺ (W → ∞).
+                        r[nv + f1] = wt * pf[0];
+                        r[nv + f2] = wt * pf[1];
                         if let Some(rp) = rp.as_mut() {
-                            rp[(f1, f1)] = 1.0;
-                            rp[(f2, f2)] = 1.0;
+                            rp[(f1, f1)] = wt;
+                            rp[(f2, f2)] = wt;
                         }
                         continue;
                     }
@@ -187,21 +185,29 @@ impl Problem {
                     let v = (t.norm_squared() + self.eps_v * self.eps_v).sqrt();
                     let m = pf.norm();
                     let (w, dw_dv, dw_dcap, dw_dm) = friction_weight(v, cap, m, wt);
-                    // (R3): r_f = J_f u + W p_f.
-                    r[nv + f1] = t[0] + w * pf[0];
-                    r[nv + f2] = t[1] + w * pf[1];
+                    // (R3) scaled by σ = w_t/(w_t + W) > 0 (same roots): r_f = σ (J_f u + W p_f).
+                    // σ keeps the row continuous as μ p_n → 0⁺ (W → ∞, r_f → w_t p_f, the
+                    // skipped row) and well scaled for the separated contacts whose smoothed FB
+                    // root leaves p_n ≈ ε²/(2 h w_n gap) > 0.
+                    let sigma = wt / (wt + w);
+                    let raw = t + pf * w;
+                    r[nv + f1] = sigma * raw[0];
+                    r[nv + f2] = sigma * raw[1];
                     if let (Some(ru), Some(rp)) = (ru.as_mut(), rp.as_mut()) {
                         let jf = self.j.rows(f1, 2).into_owned();
-                        // ∂r_f/∂u = (I + p_f ∂W/∂v tᵀ / v) J_f
-                        let outer = nalgebra::Matrix2::identity() + pf * t.transpose() * (dw_dv / v);
-                        ru.rows_mut(f1, 2).copy_from(&(outer * jf));
-                        // ∂r_f/∂p_n = μ ∂W/∂P p_f;  ∂r_f/∂p_f = W I + ∂W/∂m p_f p̂_fᵀ
-                        let pn_col = pf * (mu * dw_dcap);
+                        // ∂σ/∂x = −σ²/w_t ∂W/∂x;  ∂r_f = σ ∂raw + raw ∂σ.
+                        let ds = -sigma * sigma / wt;
+                        // ∂raw/∂u = (I + p_f ∂W/∂v tᵀ / v) J_f ; ∂v/∂u = tᵀ J_f / v.
+                        let du = (nalgebra::Matrix2::identity() * sigma + (pf * sigma + raw * ds) * t.transpose() * (dw_dv / v)) * jf;
+                        ru.rows_mut(f1, 2).copy_from(&du);
+                        // ∂/∂p_n = μ ∂W/∂P (σ p_f + ds raw).
+                        let pn_col = (pf * sigma + raw * ds) * (mu * dw_dcap);
                         rp[(f1, row)] = pn_col[0];
                         rp[(f2, row)] = pn_col[1];
-                        let mut block = nalgebra::Matrix2::identity() * w;
+                        // ∂/∂p_f = σ W I + (σ p_f + ds raw) ∂W/∂m p̂_fᵀ.
+                        let mut block = nalgebra::Matrix2::identity() * (sigma * w);
                         if m > 0.0 {
-                            block += pf * pf.transpose() * (dw_dm / m);
+                            block += (pf * sigma + raw * ds) * pf.transpose() * (dw_dm / m);
                         }
                         rp.view_mut((f1, f1), (2, 2)).copy_from(&block);
                     }
