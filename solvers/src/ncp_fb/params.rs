@@ -17,7 +17,8 @@ pub struct NcpFbParams {
     /// Tolerance on the max-norm of the residual (m/s).
     pub tolerance: f64,
     /// Tolerance on the NCP criterion Σ_contacts |⟨p, v + Φ(v)⟩| in impulses (N s · m/s = J),
-    /// the stopping test of spec §7.5 (used together with feasibility, see [`super::solve`]).
+    /// in its position-level form ([`super::residual::Problem::ncp_criterion`]): the stopping
+    /// test of spec §7.5, used together with feasibility (see [`super::solve`]).
     pub ncp_tolerance: f64,
     /// Fischer–Burmeister smoothing ε (m): both FB arguments are lengths, so the resting gap of
     /// a loaded contact is ε²/(2 h² w_n λ_n) (spec §7.1): 5e-12 m for the cube at h = 1 ms.
@@ -42,7 +43,7 @@ impl Default for NcpFbParams {
             newton_iterations: 16,
             k_min: 1,
             tolerance: 1e-10,
-            ncp_tolerance: 1e-10,
+            ncp_tolerance: 1e-9,
             fb_smoothing: 1e-8,
             friction_smoothing: 1e-6,
             regularization: 1e-10,
@@ -57,7 +58,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "newton_iterations", default: "16", unit: "-", doc: "maximum Newton iterations per step" },
     ParamDoc { name: "k_min", default: "1", unit: "-", doc: "minimum Newton iterations before stopping (counted from 1)" },
     ParamDoc { name: "tolerance", default: "1e-10", unit: "m/s", doc: "tolerance on the residual max-norm (velocity rows)" },
-    ParamDoc { name: "ncp_tolerance", default: "1e-10", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
+    ParamDoc { name: "ncp_tolerance", default: "1e-9", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
     ParamDoc { name: "fb_smoothing", default: "1e-8", unit: "m", doc: "Fischer-Burmeister smoothing length (resting gap eps^2/(2 h^2 w_n lambda_n))" },
     ParamDoc { name: "friction_smoothing", default: "1e-6", unit: "m/s", doc: "slip-speed smoothing in the maximal-dissipation weight W" },
     ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii" },

@@ -82,7 +82,7 @@ pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> (f64, f64, f64, f64)
     let s_minus = if g >= 0.0 { v * v / (s + k * g) } else { s - k * g };
     let num = k * s_minus;
     let den = v + k * m - s_minus;
-    if !(den > 0.0) || !num.is_finite() {
+    if den.is_nan() || den <= 0.0 || !num.is_finite() {
         return (0.0, 0.0, 0.0, 0.0);
     }
     let w = num / den;
@@ -217,21 +217,26 @@ impl Problem {
         (r, ru, rp)
     }
 
-    /// The NCP criterion of DESIGN.md in impulses: Σ over contacts of
-    /// |p_n (v_n + μ‖v_t‖) + p_f · v_t| plus Σ over limits |p v|, with v = J u the row velocities
-    /// after the step (N s · m/s).
+    /// The NCP criterion of DESIGN.md in impulses, in the position-level form this formulation
+    /// solves: Σ over contacts of |p_n (c_n/h + μ‖v_t‖) + p_f · v_t| plus Σ over limits
+    /// |p c/h|, with `c = gap⁻ + h J u` the linearized gap after the step and v = J u the row
+    /// velocities after the step (N s · m/s). Where gap⁻ = 0 (resting, sliding) c/h is the normal
+    /// velocity and this is DESIGN.md's criterion; a penetrating contact that the step pushes
+    /// out (c = 0, v_n = −gap⁻/h > 0) is complementary here but not at the velocity level.
     pub fn ncp_criterion(&self, u: &DVector<f64>, p: &DVector<f64>) -> f64 {
         let vel = &self.j * u;
+        let h = self.h;
         self.blocks
             .iter()
             .map(|b| match *b {
-                Block::Limit { row, .. } => (p[row] * vel[row]).abs(),
-                Block::Contact { row, friction, mu, .. } => {
+                Block::Limit { row, dist, .. } => (p[row] * (dist / h + vel[row])).abs(),
+                Block::Contact { row, friction, mu, gap, .. } => {
+                    let cn = gap / h + vel[row];
                     if friction {
                         let vt = Vector2::new(vel[row + 1], vel[row + 2]);
-                        (p[row] * (vel[row] + mu * vt.norm()) + p[row + 1] * vt[0] + p[row + 2] * vt[1]).abs()
+                        (p[row] * (cn + mu * vt.norm()) + p[row + 1] * vt[0] + p[row + 2] * vt[1]).abs()
                     } else {
-                        (p[row] * vel[row]).abs()
+                        (p[row] * cn).abs()
                     }
                 }
             })
