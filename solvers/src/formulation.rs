@@ -124,7 +124,7 @@ pub struct FormulationEntry {
 }
 
 /// Every formulation contactlab knows, in display order.
-pub const FORMULATIONS: &[FormulationEntry] = &[crate::soft_convex::ENTRY, crate::signorini::ENTRY, crate::penalty::ENTRY];
+pub const FORMULATIONS: &[FormulationEntry] = &[crate::soft_convex::ENTRY, crate::signorini::ENTRY, crate::penalty::ENTRY, crate::ncp_fb::ENTRY];
 
 /// Look up a formulation by name.
 ///

@@ -18,6 +18,7 @@ pub mod formulation;
 pub mod geometry;
 pub mod kinematics;
 pub mod model;
+pub mod ncp_fb;
 pub mod penalty;
 pub mod signorini;
 pub mod soft_convex;

@@ -95,13 +95,28 @@ impl Contact {
 /// [`crate::kinematics::forward_kinematics`] on the same model. Non-finite placements give no
 /// contacts for the geoms involved (never a panic).
 pub fn detect(model: &crate::model::Model, kin: &crate::kinematics::Kinematics) -> Vec<Contact> {
+    detect_with_margin(model, kin, 0.0)
+}
+
+/// [`detect`] with the detection distance of every pair widened by `extra` (m, ≥ 0): contacts
+/// are reported when the signed distance is at most `margin + gap + extra`. The contacts'
+/// materials are the pairs' own (the widening is not recorded in `material.margin`). Used by
+/// formulations whose complementarity rows must see a contact before it closes within a step
+/// (`ncp_fb`).
+pub fn detect_with_margin(model: &crate::model::Model, kin: &crate::kinematics::Kinematics, extra: f64) -> Vec<Contact> {
     let mut out = Vec::new();
     for (g0, g1) in broad_phase::filtered_pairs(model) {
         let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);
-        if !broad_phase::bounds_overlap(model, kin, g0, g1, material.margin + material.gap) {
+        let mut wide = material;
+        wide.margin += extra.max(0.0);
+        if !broad_phase::bounds_overlap(model, kin, g0, g1, wide.margin + wide.gap) {
             continue;
         }
-        narrow_phase::collide_pair(model, kin, g0, g1, &material, &mut out);
+        let first = out.len();
+        narrow_phase::collide_pair(model, kin, g0, g1, &wide, &mut out);
+        for c in &mut out[first..] {
+            c.material = material;
+        }
     }
     out
 }

@@ -1,0 +1,99 @@
+//! Parameters of `ncp_fb` ([`NcpFbParams`]), their documentation ([`PARAMS`]) and validation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::formulation::{FormulationError, ParamDoc};
+
+/// Parameters of the `ncp_fb` formulation (unknown keys are errors). Units are in the field docs;
+/// the residual rows are velocities (m/s, or rad/s for rotational rows), see the module doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NcpFbParams {
+    /// Maximum Newton iterations per step (the paper runs 16).
+    pub newton_iterations: usize,
+    /// Minimum Newton iterations before the stopping test may end the loop, counted from 1
+    /// (spec §7.8: stop when k + 1 ≥ k_min); also the first iterate eligible as best iterate.
+    pub k_min: usize,
+    /// Tolerance on the max-norm of the residual (m/s).
+    pub tolerance: f64,
+    /// Tolerance on the NCP criterion Σ_contacts |⟨p, v + Φ(v)⟩| in impulses (N s · m/s = J),
+    /// in its position-level form ([`super::residual::Problem::ncp_criterion`]): the stopping
+    /// test of spec §7.5, used together with feasibility (see [`super::solve`]).
+    pub ncp_tolerance: f64,
+    /// Fischer–Burmeister smoothing ε (m): both FB arguments are lengths, so the resting gap of
+    /// a loaded contact is ε²/(2 h² w_n λ_n) (spec §7.1): 5e-12 m for the cube at h = 1 ms.
+    pub fb_smoothing: f64,
+    /// Slip-speed smoothing ε_v (m/s) in the maximal-dissipation weight W, independent of h
+    /// (spec §7.3 asks ε_v² ≤ 1e-8 m²/s²); a sticking contact creeps at ≈ ε_v²/(2 w_t g).
+    pub friction_smoothing: f64,
+    /// Newton-only regularization, relative to each row's inverse weight (J M⁻¹ Jᵀ)_ii, added to
+    /// the Schur complement's diagonal only, never to the residual (spec §1.5).
+    pub regularization: f64,
+    /// Maximum backtracking halvings of the line search on the residual norm (spec §7.4).
+    pub ls_iterations: usize,
+    /// Extra collision detection distance (m): contacts up to this far apart at q⁻ get
+    /// complementarity rows, so a resting contact (gap ≈ ε²/(2 h² w_n λ_n) > 0) and a contact
+    /// that closes within the step are seen (a far one simply carries no impulse).
+    pub detection_margin: f64,
+}
+
+impl Default for NcpFbParams {
+    fn default() -> Self {
+        Self {
+            newton_iterations: 16,
+            k_min: 1,
+            tolerance: 1e-10,
+            ncp_tolerance: 1e-9,
+            fb_smoothing: 1e-8,
+            friction_smoothing: 1e-6,
+            regularization: 1e-10,
+            ls_iterations: 20,
+            detection_margin: 0.01,
+        }
+    }
+}
+
+/// Parameter documentation, in the order of [`NcpFbParams`]; a test checks it against the defaults.
+pub const PARAMS: &[ParamDoc] = &[
+    ParamDoc { name: "newton_iterations", default: "16", unit: "-", doc: "maximum Newton iterations per step" },
+    ParamDoc { name: "k_min", default: "1", unit: "-", doc: "minimum Newton iterations before stopping (counted from 1)" },
+    ParamDoc { name: "tolerance", default: "1e-10", unit: "m/s", doc: "tolerance on the residual max-norm (velocity rows)" },
+    ParamDoc { name: "ncp_tolerance", default: "1e-9", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
+    ParamDoc { name: "fb_smoothing", default: "1e-8", unit: "m", doc: "Fischer-Burmeister smoothing length (resting gap eps^2/(2 h^2 w_n lambda_n))" },
+    ParamDoc { name: "friction_smoothing", default: "1e-6", unit: "m/s", doc: "slip-speed smoothing in the maximal-dissipation weight W" },
+    ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii" },
+    ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
+    ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
+];
+
+impl NcpFbParams {
+    /// Check the domains.
+    ///
+    /// # Errors
+    /// [`FormulationError::BadParams`] naming the parameter.
+    pub fn validate(&self) -> Result<(), FormulationError> {
+        let bad = |m: String| Err(FormulationError::BadParams { name: "ncp_fb".into(), message: m });
+        if self.newton_iterations == 0 {
+            return bad("newton_iterations must be >= 1".into());
+        }
+        if self.k_min > self.newton_iterations {
+            return bad(format!("k_min = {} must be <= newton_iterations = {}", self.k_min, self.newton_iterations));
+        }
+        for (what, v) in [
+            ("tolerance", self.tolerance),
+            ("ncp_tolerance", self.ncp_tolerance),
+            ("fb_smoothing", self.fb_smoothing),
+            ("friction_smoothing", self.friction_smoothing),
+            ("regularization", self.regularization),
+            ("detection_margin", self.detection_margin),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{what} = {v} must be finite and >= 0"));
+            }
+        }
+        if self.friction_smoothing <= 0.0 || self.friction_smoothing * self.friction_smoothing > 1e-8 {
+            return bad(format!("friction_smoothing = {} must be > 0 with eps_v^2 <= 1e-8 m^2/s^2 (spec 7.3)", self.friction_smoothing));
+        }
+        Ok(())
+    }
+}

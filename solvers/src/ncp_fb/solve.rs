@@ -1,0 +1,119 @@
+//! Newton's method on the step residual (module doc, "Solve"): the dynamics are eliminated
+//! exactly, `u(p) = u_free + M⁻¹ Jᵀ p`, so each iteration solves the dense Schur complement
+//! `A Δp = −r_c` with `A = ∂r_c/∂u · M⁻¹Jᵀ + ∂r_c/∂p + reg` (spec eq. (12) with the exact,
+//! non-symmetric friction Jacobian), then globalizes with a backtracking line search on ‖r_c‖²
+//! over projected iterates (spec §7.4), keeps the best iterate (spec §2.5) and stops on the
+//! residual or on the NCP criterion with feasibility (spec §7.5).
+
+use nalgebra::DVector;
+
+use super::residual::Problem;
+
+/// Solver settings (from [`super::NcpFbParams`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Maximum Newton iterations.
+    pub iterations: usize,
+    /// Minimum iterations before stopping (counted from 1).
+    pub k_min: usize,
+    /// Residual max-norm tolerance (m/s).
+    pub tolerance: f64,
+    /// NCP criterion tolerance (J).
+    pub ncp_tolerance: f64,
+    /// Relative Newton-only regularization.
+    pub regularization: f64,
+    /// Maximum line-search halvings.
+    pub ls_iterations: usize,
+}
+
+/// The returned iterate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    /// Generalized velocity after the step.
+    pub u: DVector<f64>,
+    /// Constraint impulses (N s), admissible (projected).
+    pub p: DVector<f64>,
+    /// Newton iterations run.
+    pub iterations: usize,
+    /// Max-norm of the constraint residual at the returned iterate (m/s).
+    pub residual: f64,
+    /// NCP criterion at the returned iterate (J).
+    pub ncp: f64,
+    /// Whether the stopping test was met.
+    pub converged: bool,
+}
+
+/// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0).
+pub fn solve(pb: &Problem, s: &Settings) -> Solution {
+    let nl = pb.nl();
+    let velocity = |p: &DVector<f64>| &pb.u_free + &pb.minv_jt * p;
+    let constraint_residual = |u: &DVector<f64>, p: &DVector<f64>| pb.residual(u, p).rows(pb.nv(), nl).into_owned();
+    let mut p = DVector::zeros(nl);
+    let mut u = velocity(&p);
+    if nl == 0 {
+        return Solution { u, p, iterations: 0, residual: 0.0, ncp: 0.0, converged: true };
+    }
+    let w_diag: Vec<f64> = (0..nl).map(|i| pb.j.row(i).dot(&pb.minv_jt.column(i).transpose())).collect();
+    let mut best: Option<Solution> = None;
+    let mut iterations = 0;
+    for k in 0..s.iterations {
+        let (r, ru, rp) = pb.residual_and_jacobian(&u, &p);
+        let rc = r.rows(pb.nv(), nl).into_owned();
+        let theta0 = rc.norm_squared();
+        let mut a = &ru * &pb.minv_jt + rp;
+        for i in 0..nl {
+            a[(i, i)] += s.regularization * w_diag[i];
+        }
+        let dp = match a.clone().lu().solve(&-&rc) {
+            Some(d) if d.iter().all(|x| x.is_finite()) => d,
+            _ => match a.full_piv_lu().solve(&-&rc) {
+                Some(d) if d.iter().all(|x| x.is_finite()) => d,
+                _ => break,
+            },
+        };
+        // Backtracking on ‖r_c‖² over projected trial points.
+        let mut alpha = 1.0;
+        let mut chosen: Option<(f64, DVector<f64>)> = None;
+        for _ in 0..=s.ls_iterations {
+            let mut pt = &p + &dp * alpha;
+            pb.project(&mut pt);
+            let th = constraint_residual(&velocity(&pt), &pt).norm_squared();
+            let better = chosen.as_ref().is_none_or(|(b, _)| th < *b);
+            if th.is_finite() && better {
+                chosen = Some((th, pt));
+            }
+            if th <= (1.0 - 1e-4 * alpha) * theta0 {
+                break;
+            }
+            alpha *= 0.5;
+        }
+        let Some((_, pt)) = chosen else { break };
+        p = pt;
+        u = velocity(&p);
+        iterations = k + 1;
+        let residual = constraint_residual(&u, &p).amax();
+        let ncp = pb.ncp_criterion(&u, &p);
+        if k + 1 < s.k_min {
+            continue;
+        }
+        let converged = residual <= s.tolerance || (ncp <= s.ncp_tolerance && pb.penetration(&u) <= s.tolerance * pb.h);
+        let current = Solution { u: u.clone(), p: p.clone(), iterations, residual, ncp, converged };
+        if converged {
+            return current;
+        }
+        if best.as_ref().is_none_or(|b| residual < b.residual) {
+            best = Some(current);
+        }
+    }
+    match best {
+        Some(mut b) => {
+            b.iterations = iterations;
+            b
+        }
+        None => {
+            let residual = constraint_residual(&u, &p).amax();
+            let ncp = pb.ncp_criterion(&u, &p);
+            Solution { u, p, iterations, residual, ncp, converged: false }
+        }
+    }
+}
