@@ -107,7 +107,7 @@ struct SimulateArgs {
     /// A scene parameter, KEY=VALUE (repeatable).
     #[arg(long = "scene-param", value_name = "KEY=VALUE")]
     scene_param: Vec<String>,
-    /// An MJCF model file: the `mjcf` scene with file=FILE (once the MJCF loader registers it).
+    /// An MJCF model file: the `mjcf` scene with file=FILE.
     #[arg(long, value_name = "FILE")]
     mjcf: Option<PathBuf>,
     /// Formulation registry name.

@@ -233,7 +233,35 @@ pub fn load(path: &Path) -> Result<(ExperimentConfig, String), ConfigError> {
 /// # Errors
 /// YAML syntax, unknown key, wrong type or missing key, as a [`ConfigError`].
 pub fn parse(file: &Path, text: &str) -> Result<ExperimentConfig, ConfigError> {
+    // A non-finite number (`.nan`, `.inf`) would silently become null (the default) on its way
+    // into the JSON parameter values: reject it here, naming the key.
+    if let Ok(raw) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) {
+        if let Some(key) = non_finite_key(&raw, "") {
+            return Err(ConfigError {
+                file: file.to_path_buf(),
+                line: locate(text, &key),
+                key,
+                message: "numbers must be finite (.nan and .inf are not accepted)".into(),
+            });
+        }
+    }
     serde_yaml_ng::from_str(text).map_err(|e| yaml_error(file, text, &e))
+}
+
+/// The key path of the first non-finite float in `v`, if any (`scenes[1].friction`).
+fn non_finite_key(v: &serde_yaml_ng::Value, path: &str) -> Option<String> {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::Number(n) => n.as_f64().filter(|x| !x.is_finite()).map(|_| path.to_string()),
+        Value::Sequence(items) => items.iter().enumerate().find_map(|(i, x)| non_finite_key(x, &format!("{path}[{i}]"))),
+        Value::Mapping(m) => m.iter().find_map(|(k, x)| {
+            let name = k.as_str().map_or_else(|| format!("{k:?}"), str::to_string);
+            let sub = if path.is_empty() { name } else { format!("{path}.{name}") };
+            non_finite_key(x, &sub)
+        }),
+        Value::Tagged(t) => non_finite_key(&t.value, path),
+        _ => None,
+    }
 }
 
 /// Turn serde_yaml_ng's error into a [`ConfigError`]: its message names the key path
@@ -271,6 +299,13 @@ pub fn to_yaml(cfg: &ExperimentConfig) -> Result<String, serde_yaml_ng::Error> {
 /// Parse one `KEY=VALUE` value as a YAML scalar (`1e5` is a number, `true` a bool, `elliptic` a
 /// string), for the CLI's `--param` flags.
 pub fn parse_scalar(value: &str) -> serde_json::Value {
+    // A non-finite float would become null (the default) in JSON: keep it as text instead, so
+    // the registry rejects it as the wrong type, naming the key.
+    if let Ok(serde_yaml_ng::Value::Number(n)) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(value) {
+        if n.as_f64().is_some_and(|x| !x.is_finite()) {
+            return serde_json::Value::String(value.to_string());
+        }
+    }
     serde_yaml_ng::from_str::<serde_json::Value>(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()))
 }
 
@@ -398,6 +433,17 @@ mod tests {
         assert_eq!(locate(TEXT, "sweep.scene.friction"), Some(9));
         assert_eq!(locate(TEXT, "horizon"), Some(10));
         assert_eq!(locate(TEXT, "missing"), None);
+    }
+
+    #[test]
+    fn non_finite_numbers_are_errors_naming_the_key() {
+        let text = "name: x\nscenes:\n  - name: a\nformulations:\n  - name: penalty\n    ke: .nan\nsweep:\n  timestep: [0.1]\n";
+        let e = parse(Path::new("x.yaml"), text).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("formulations[0].ke", Some(6)), "{e}");
+        let text = "name: x\nscenes:\n  - name: a\nsweep:\n  timestep: [0.1, .inf]\n";
+        let e = parse(Path::new("x.yaml"), text).unwrap_err();
+        assert_eq!(e.key, "sweep.timestep[1]", "{e}");
+        assert_eq!(parse_scalar("nan"), serde_json::Value::String("nan".into()));
     }
 
     #[test]

@@ -322,7 +322,18 @@ fn simulate_cell(
     let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
     let h = cell.timestep_s;
     let reference = match reference {
-        Some(Ok(t)) => Some(t),
+        Some(Ok(t)) => {
+            // A reference recorded for another model cannot be compared coordinate by
+            // coordinate: say so instead of indexing out of bounds.
+            let (nq, nv) = (t.q.first().map_or(0, |q| q.len()), t.v.first().map_or(0, |v| v.len()));
+            if (nq, nv) != (scene.model.nq, scene.model.nv) {
+                return Err(format!(
+                    "the reference trajectory has {nq} qpos and {nv} qvel columns, but scene '{}' has nq = {} and nv = {}",
+                    cell.scene, scene.model.nq, scene.model.nv
+                ));
+            }
+            Some(t)
+        }
         Some(Err(why)) => {
             row.set_str("reason", why.clone());
             None

@@ -345,3 +345,46 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinematics::forward_kinematics;
+    use crate::model::{Body, Joint, JointKind, ModelParts, Vec3};
+
+    /// A 2 kg slider with range [−0.1, 0.1] m pushed 5 mm past its upper limit at 0.3 m/s: one
+    /// limit row whose d, R and aref follow the spec's formulas computed by hand.
+    #[test]
+    fn limit_row_impedance_regularizer_and_aref_by_hand() {
+        let mut parts = ModelParts::default();
+        parts.bodies.push(Body::new("slider", 0, Vec3::zeros(), 2.0, Vec3::repeat(0.01)));
+        let mut j = Joint::new("x", JointKind::Slide, 1);
+        j.axis = Vec3::x();
+        j.range = Some((-0.1, 0.1));
+        j.solimp_limit = [0.8, 0.95, 0.01, 0.5, 2.0];
+        j.solref_limit = [0.05, 0.7];
+        parts.joints.push(j);
+        let model = Model::new(parts).unwrap();
+        let q = DVector::from_element(1, 0.105);
+        let v = DVector::from_element(1, 0.3);
+        let kin = forward_kinematics(&model, &q);
+        let inv = InvWeights::new(&model);
+        let h = 0.002;
+        let s = RowSettings { cone: Cone::Pyramidal, impratio: 1.0, h, refsafe: true, physical: None, disable: Default::default() };
+        let rows = assemble(&model, &kin, &q, &v, &[], &inv, &s);
+        assert_eq!(rows.kinds.len(), 1);
+        // Upper side: dist = hi − q = −0.005, J = −1, vel = −0.3.
+        let (dist, vel) = (-0.005, -0.3);
+        // x = |dist|/width = 0.5 = mid: y = x^2/mid = 0.5; d = 0.8 + 0.5·0.15 = 0.875.
+        let d = 0.875;
+        // body_simple slider: dof_invweight0 = 1/m = 0.5; R = (1 − d)/d · 0.5.
+        let r = (1.0 - d) / d * 0.5;
+        // K = 1/(dmax² tc² ζ²), B = 2/(dmax tc), tc = max(0.05, 2h) = 0.05.
+        let (k, b) = (1.0 / (0.95f64.powi(2) * 0.05f64.powi(2) * 0.49), 2.0 / (0.95 * 0.05));
+        let aref = -b * vel - k * d * dist;
+        assert!((rows.imp[0] - d).abs() < 1e-15, "d {}", rows.imp[0]);
+        assert!((rows.r[0] - r).abs() < 1e-15, "R {}", rows.r[0]);
+        assert!((rows.aref[0] - aref).abs() < 1e-10 * aref.abs(), "aref {} vs {aref}", rows.aref[0]);
+        assert!((rows.j[(0, 0)] + 1.0).abs() < 1e-15);
+    }
+}
