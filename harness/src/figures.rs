@@ -54,7 +54,7 @@ type Lines = BTreeMap<String, Vec<(f64, f64, bool)>>;
 fn lines(rows: &[&Row], column: &str) -> Lines {
     let mut acc: BTreeMap<String, BTreeMap<u64, (f64, usize, bool)>> = BTreeMap::new();
     for r in rows {
-        let e = acc.entry(r.str("label").to_string()).or_default().entry(r.f64("timestep_s").to_bits()).or_insert((0.0, 0, false));
+        let e = acc.entry(r.series()).or_default().entry(r.f64("timestep_s").to_bits()).or_insert((0.0, 0, false));
         match r.str("status") {
             "ok" => {
                 let v = r.f64(column);

@@ -32,7 +32,7 @@ pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
     let mut groups: BTreeMap<(String, String), BTreeMap<u64, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
         groups
-            .entry((r.str("scene").to_string(), r.str("label").to_string()))
+            .entry((r.str("scene").to_string(), r.series()))
             .or_default()
             .entry(r.f64("timestep_s").to_bits())
             .or_default()
@@ -141,7 +141,7 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
             s,
             "| {} | {} | {} | {} | {} |",
             r.str("scene"),
-            r.str("label"),
+            r.series(),
             r.f64("timestep_s"),
             r.u64("seed"),
             r.str("status")
@@ -179,7 +179,7 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
                 s,
                 "| {} | {} | {} | {} | {} | {} |",
                 r.str("scene"),
-                r.str("label"),
+                r.series(),
                 r.f64("timestep_s"),
                 r.u64("seed"),
                 r.str("status"),

@@ -161,6 +161,21 @@ impl Row {
             _ => 0,
         }
     }
+
+    /// The series this row belongs to in tables and figures: its formulation label, plus the
+    /// values of the scene.* / formulation.* sweep axes when there are any
+    /// (`penalty [formulation.ke=10000]`), so that sweep points are never merged.
+    pub fn series(&self) -> String {
+        let label = self.str("label");
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.str("sweep")) {
+            Ok(m) if !m.is_empty() => {
+                let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{label} [{}]", parts.join(", "))
+            }
+            _ => label.to_string(),
+        }
+    }
+
     /// A text column ("" when absent).
     pub fn str(&self, name: &str) -> &str {
         match self.0.get(name) {
