@@ -410,3 +410,11 @@ fn unsupported_elements_and_values_are_errors_not_silently_ignored() {
                <sensor/></mujoco>";
     load_str(xml, Path::new("inline.xml"), Path::new("."), None).unwrap();
 }
+
+/// A model that parses but fails validation points at the offending element's line.
+#[test]
+fn validation_errors_point_at_the_element_line() {
+    let xml = "<mujoco>\n  <worldbody>\n    <body name=\"b\">\n      <freejoint/>\n      <geom name=\"g\" type=\"sphere\" size=\"0.1\" friction=\"-1 0 0\"/>\n    </body>\n  </worldbody>\n</mujoco>\n";
+    let e = contactlab_scenarios::mjcf::load_str(xml, std::path::Path::new("neg.xml"), std::path::Path::new("."), None).unwrap_err();
+    assert_eq!((e.line, e.element.as_str()), (5, "geom"), "{e}");
+}

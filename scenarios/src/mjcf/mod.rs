@@ -70,6 +70,45 @@ pub struct MjcfModel {
     pub keys: Vec<String>,
 }
 
+/// The XML element a model validation error names (by tag and `name` attribute), so that the
+/// error carries its line; the root when the element cannot be found (e.g. an unnamed one).
+fn offending_node<'a, 'i>(root: Node<'a, 'i>, e: &contactlab_solvers::ModelError) -> Node<'a, 'i> {
+    use contactlab_solvers::ModelError as E;
+    let (tags, name): (&[&str], String) = match e {
+        E::BadMass { body, .. } | E::BadInertia { body, .. } | E::BadParent { body, .. } => (&["body"], body.clone()),
+        E::ZeroAxis { joint, .. } | E::BadRange { joint, .. } | E::BadFreeJoint { joint } => (&["joint", "freejoint"], joint.clone()),
+        E::BadSize { geom, .. } | E::BadMesh { geom, .. } => (&["geom"], geom.clone()),
+        E::BadParameter { element, .. } | E::BadIndex { element, .. } => {
+            if element == "option" {
+                return root.descendants().find(|n| n.has_tag_name("option")).unwrap_or(root);
+            }
+            match element.split_once(" '") {
+                Some((kind, rest)) => {
+                    let tags: &[&str] = match kind {
+                        "geom" => &["geom"],
+                        "body" => &["body"],
+                        "joint" => &["joint", "freejoint"],
+                        "actuator" => &["motor", "position", "velocity"],
+                        "equality" => &["connect", "weld", "joint"],
+                        _ => &[],
+                    };
+                    (tags, rest.trim_end_matches('\'').to_string())
+                }
+                None => (&[], String::new()),
+            }
+        }
+        E::DuplicateName { kind, name } => match *kind {
+            "body" => (&["body"], name.clone()),
+            "joint" => (&["joint", "freejoint"], name.clone()),
+            "geom" => (&["geom"], name.clone()),
+            _ => (&[], String::new()),
+        },
+    };
+    root.descendants()
+        .find(|n| n.is_element() && tags.contains(&n.tag_name().name()) && n.attribute("name") == Some(name.as_str()))
+        .unwrap_or(root)
+}
+
 /// Load the MJCF file at `path`; `key` names the keyframe giving the initial state (`None`:
 /// `qpos0` at rest, as MuJoCo's `mj_resetData`). Relative asset paths resolve against the
 /// file's directory (and `compiler meshdir`/`assetdir`).
@@ -149,7 +188,7 @@ pub fn load_str(text: &str, file: &Path, dir: &Path, key: Option<&str>) -> Resul
     parts.bodies = std::mem::take(&mut built.bodies);
     parts.joints = std::mem::take(&mut built.joints);
     parts.geoms = std::mem::take(&mut built.geoms);
-    let mut model = Model::new(parts).map_err(|e| ctx.err(root, MjcfErrorKind::Model, e.to_string()))?;
+    let mut model = Model::new(parts).map_err(|e| ctx.err(offending_node(root, &e), MjcfErrorKind::Model, e.to_string()))?;
     elements::resolve_welds(&ctx, &mut model, &eq_nodes)?;
     let (initial, ctrl, keys) = elements::keyframe(&ctx, root, &model, key)?;
     Ok(MjcfModel { model, initial, ctrl, keys })
