@@ -20,7 +20,9 @@ impl Catalog {
     /// The registries of `contactlab-solvers` and `contactlab-scenarios`.
     pub fn builtin() -> Self {
         Self {
-            formulations: contactlab_solvers::formulation::FORMULATIONS.iter().collect(),
+            formulations: contactlab_solvers::formulation::FORMULATIONS
+                .iter()
+                .collect(),
             scenes: contactlab_scenarios::SCENES.iter().collect(),
         }
     }
@@ -28,7 +30,8 @@ impl Catalog {
     /// The built-in catalog plus the test fakes ([`crate::testkit`]).
     pub fn with_testkit() -> Self {
         let mut c = Self::builtin();
-        c.formulations.push(&crate::testkit::FALLING_POINT_FORMULATION);
+        c.formulations
+            .push(&crate::testkit::FALLING_POINT_FORMULATION);
         c.scenes.push(&crate::testkit::FALLING_POINT_SCENE);
         c
     }
@@ -48,10 +51,17 @@ impl Catalog {
     /// # Errors
     /// A message listing the valid names.
     pub fn formulation(&self, name: &str) -> Result<&'static FormulationEntry, String> {
-        self.formulations.iter().copied().find(|e| e.name == name).ok_or_else(|| {
-            let valid: Vec<_> = self.formulations.iter().map(|e| e.name).collect();
-            format!("unknown formulation '{name}'; valid names: {}", valid.join(", "))
-        })
+        self.formulations
+            .iter()
+            .copied()
+            .find(|e| e.name == name)
+            .ok_or_else(|| {
+                let valid: Vec<_> = self.formulations.iter().map(|e| e.name).collect();
+                format!(
+                    "unknown formulation '{name}'; valid names: {}",
+                    valid.join(", ")
+                )
+            })
     }
 
     /// Look up a scene.
@@ -59,18 +69,30 @@ impl Catalog {
     /// # Errors
     /// A message listing the valid names.
     pub fn scene(&self, name: &str) -> Result<&'static SceneEntry, String> {
-        self.scenes.iter().copied().find(|e| e.name == name).ok_or_else(|| {
-            let valid: Vec<_> = self.scenes.iter().map(|e| e.name).collect();
-            let valid = if valid.is_empty() { "(none registered yet)".to_string() } else { valid.join(", ") };
-            format!("unknown scene '{name}'; valid names: {valid}")
-        })
+        self.scenes
+            .iter()
+            .copied()
+            .find(|e| e.name == name)
+            .ok_or_else(|| {
+                let valid: Vec<_> = self.scenes.iter().map(|e| e.name).collect();
+                let valid = if valid.is_empty() {
+                    "(none registered yet)".to_string()
+                } else {
+                    valid.join(", ")
+                };
+                format!("unknown scene '{name}'; valid names: {valid}")
+            })
     }
 
     /// Build a formulation from a JSON object of parameters.
     ///
     /// # Errors
     /// Unknown name or the registry's message about the parameters.
-    pub fn build_formulation(&self, name: &str, params: &serde_json::Value) -> Result<Box<dyn Formulation>, String> {
+    pub fn build_formulation(
+        &self,
+        name: &str,
+        params: &serde_json::Value,
+    ) -> Result<Box<dyn Formulation>, String> {
         (self.formulation(name)?.build)(params).map_err(|e| e.to_string())
     }
 

@@ -147,7 +147,8 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if e.downcast_ref::<ConfigError>().is_some() || e.downcast_ref::<InputError>().is_some() {
+            if e.downcast_ref::<ConfigError>().is_some() || e.downcast_ref::<InputError>().is_some()
+            {
                 eprintln!("error: {e}");
                 ExitCode::from(2)
             } else {
@@ -185,13 +186,21 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if a.jobs == Some(0) {
         return Err(InputError("--jobs must be at least 1".into()).into());
     }
-    let jobs = a
-        .jobs
-        .or(plan.config.jobs)
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let jobs = a.jobs.or(plan.config.jobs).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     let dir = a.out.join(&plan.config.name);
-    let opts = RunOptions { dir: dir.clone(), jobs, fresh: a.fresh, progress: true, stop_after: None };
-    let s = runner::run(&plan, catalog, &opts).with_context(|| format!("writing results to {}", dir.display()))?;
+    let opts = RunOptions {
+        dir: dir.clone(),
+        jobs,
+        fresh: a.fresh,
+        progress: true,
+        stop_after: None,
+    };
+    let s = runner::run(&plan, catalog, &opts)
+        .with_context(|| format!("writing results to {}", dir.display()))?;
     println!(
         "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed",
         plan.config.name, s.total, s.resumed, s.ran, s.ok, s.diverged, s.failed
@@ -233,31 +242,48 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
             scene_params["file"] = Value::String(file.display().to_string());
             "mjcf"
         }
-        Some(_) => {
-            return Err(InputError("--mjcf arrives with the MJCF loader, which is not in this build yet; use --scene NAME".into()).into())
-        }
+        Some(_) => return Err(InputError(
+            "--mjcf arrives with the MJCF loader, which is not in this build yet; use --scene NAME"
+                .into(),
+        )
+        .into()),
         None => a.scene.as_deref().unwrap_or_default(),
     };
     let ext = a.out.extension().and_then(|e| e.to_str()).unwrap_or("");
     if ext != "csv" && ext != "parquet" {
-        return Err(InputError(format!("--out {}: the file must end in .csv or .parquet", a.out.display())).into());
+        return Err(InputError(format!(
+            "--out {}: the file must end in .csv or .parquet",
+            a.out.display()
+        ))
+        .into());
     }
-    let scene = catalog.build_scene(scene_name, &scene_params).map_err(InputError)?;
-    let mut f = catalog.build_formulation(&a.formulation, &params(&a.param, "--param")?).map_err(InputError)?;
+    let scene = catalog
+        .build_scene(scene_name, &scene_params)
+        .map_err(InputError)?;
+    let mut f = catalog
+        .build_formulation(&a.formulation, &params(&a.param, "--param")?)
+        .map_err(InputError)?;
     let h = a.timestep.unwrap_or(scene.model.options.timestep);
     let horizon = a.horizon.unwrap_or(scene.horizon);
     if !(h.is_finite() && h > 0.0) {
         return Err(InputError(format!("--timestep {h}: must be a finite number > 0 (s)")).into());
     }
     if !(horizon.is_finite() && horizon >= h) {
-        return Err(InputError(format!("--horizon {horizon}: must be at least one step ({h} s)")).into());
+        return Err(InputError(format!(
+            "--horizon {horizon}: must be at least one step ({h} s)"
+        ))
+        .into());
     }
     let out = runner::rollout(&scene, f.as_mut(), h, horizon, None, true);
     let log = out.log.expect("rollout keeps the log when asked");
     log.write(&a.out)?;
     match &out.diverged {
         None => println!("{}: {} steps, ok", a.out.display(), out.acc.steps()),
-        Some(why) => println!("{}: {} steps, diverged: {why}", a.out.display(), out.acc.steps()),
+        Some(why) => println!(
+            "{}: {} steps, diverged: {why}",
+            a.out.display(),
+            out.acc.steps()
+        ),
     }
     Ok(())
 }
@@ -267,7 +293,10 @@ fn cmd_list(catalog: &Catalog) {
     for e in &catalog.formulations {
         println!("  {:<16} {}", e.name, e.description);
         for p in e.params {
-            println!("      {:<18} default {:<10} [{}]  {}", p.name, p.default, p.unit, p.doc);
+            println!(
+                "      {:<18} default {:<10} [{}]  {}",
+                p.name, p.default, p.unit, p.doc
+            );
         }
     }
     println!("\nSCENES");
@@ -277,10 +306,15 @@ fn cmd_list(catalog: &Catalog) {
     for e in &catalog.scenes {
         println!("  {:<16} {}", e.name, e.description);
         for p in e.params {
-            println!("      {:<18} default {:<10} [{}]  {}", p.name, p.default, p.unit, p.doc);
+            println!(
+                "      {:<18} default {:<10} [{}]  {}",
+                p.name, p.default, p.unit, p.doc
+            );
         }
     }
-    println!("\nMETRICS (columns of runs.parquet; the suffix is the unit: _m, _s, _j, _ns = N s, _rad)");
+    println!(
+        "\nMETRICS (columns of runs.parquet; the suffix is the unit: _m, _s, _j, _ns = N s, _rad)"
+    );
     for c in COLUMNS {
         println!("  {:<34} {}", c.name, c.doc);
     }

@@ -252,11 +252,21 @@ pub fn parse(file: &Path, text: &str) -> Result<ExperimentConfig, ConfigError> {
 fn non_finite_key(v: &serde_yaml_ng::Value, path: &str) -> Option<String> {
     use serde_yaml_ng::Value;
     match v {
-        Value::Number(n) => n.as_f64().filter(|x| !x.is_finite()).map(|_| path.to_string()),
-        Value::Sequence(items) => items.iter().enumerate().find_map(|(i, x)| non_finite_key(x, &format!("{path}[{i}]"))),
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|x| !x.is_finite())
+            .map(|_| path.to_string()),
+        Value::Sequence(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| non_finite_key(x, &format!("{path}[{i}]"))),
         Value::Mapping(m) => m.iter().find_map(|(k, x)| {
             let name = k.as_str().map_or_else(|| format!("{k:?}"), str::to_string);
-            let sub = if path.is_empty() { name } else { format!("{path}.{name}") };
+            let sub = if path.is_empty() {
+                name
+            } else {
+                format!("{path}.{name}")
+            };
             non_finite_key(x, &sub)
         }),
         Value::Tagged(t) => non_finite_key(&t.value, path),
@@ -279,13 +289,25 @@ fn yaml_error(file: &Path, text: &str, e: &serde_yaml_ng::Error) -> ConfigError 
     // "unknown field `x`" names the key itself: report its full path and its own line.
     let mut line = e.location().map(|l| l.line());
     let mut key = key;
-    if let Some(field) = rest.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
-        key = if key.is_empty() { field.to_string() } else { format!("{key}.{field}") };
+    if let Some(field) = rest
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+    {
+        key = if key.is_empty() {
+            field.to_string()
+        } else {
+            format!("{key}.{field}")
+        };
         if let Some(l) = locate(text, &key) {
             line = Some(l);
         }
     }
-    ConfigError { file: file.to_path_buf(), line, key, message: rest }
+    ConfigError {
+        file: file.to_path_buf(),
+        line,
+        key,
+        message: rest,
+    }
 }
 
 /// Serialize a config back to YAML (for `config.resolved.yaml`).
@@ -301,12 +323,15 @@ pub fn to_yaml(cfg: &ExperimentConfig) -> Result<String, serde_yaml_ng::Error> {
 pub fn parse_scalar(value: &str) -> serde_json::Value {
     // A non-finite float would become null (the default) in JSON: keep it as text instead, so
     // the registry rejects it as the wrong type, naming the key.
-    if let Ok(serde_yaml_ng::Value::Number(n)) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(value) {
+    if let Ok(serde_yaml_ng::Value::Number(n)) =
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(value)
+    {
         if n.as_f64().is_some_and(|x| !x.is_finite()) {
             return serde_json::Value::String(value.to_string());
         }
     }
-    serde_yaml_ng::from_str::<serde_json::Value>(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()))
+    serde_yaml_ng::from_str::<serde_json::Value>(value)
+        .unwrap_or_else(|_| serde_json::Value::String(value.to_string()))
 }
 
 /// The 1-based line of a key path such as `sweep.timestep`, `scenes[1].friction` or `scenes[1]`
@@ -439,7 +464,11 @@ mod tests {
     fn non_finite_numbers_are_errors_naming_the_key() {
         let text = "name: x\nscenes:\n  - name: a\nformulations:\n  - name: penalty\n    ke: .nan\nsweep:\n  timestep: [0.1]\n";
         let e = parse(Path::new("x.yaml"), text).unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("formulations[0].ke", Some(6)), "{e}");
+        assert_eq!(
+            (e.key.as_str(), e.line),
+            ("formulations[0].ke", Some(6)),
+            "{e}"
+        );
         let text = "name: x\nscenes:\n  - name: a\nsweep:\n  timestep: [0.1, .inf]\n";
         let e = parse(Path::new("x.yaml"), text).unwrap_err();
         assert_eq!(e.key, "sweep.timestep[1]", "{e}");
@@ -456,7 +485,11 @@ mod tests {
 
     #[test]
     fn unknown_top_level_key_names_line_and_key() {
-        let e = parse(Path::new("f.yaml"), "name: x\nscenes: []\nformulations: []\nhorizn: 1\n").unwrap_err();
+        let e = parse(
+            Path::new("f.yaml"),
+            "name: x\nscenes: []\nformulations: []\nhorizn: 1\n",
+        )
+        .unwrap_err();
         assert_eq!(e.line, Some(4), "{e}");
         assert!(e.key.contains("horizn"), "{e}");
     }

@@ -41,10 +41,26 @@ struct Spec {
 
 fn spec(kind: FigureKind) -> Spec {
     match kind {
-        FigureKind::ErrorVsTimestep => Spec { column: "traj_error_mean", y_label: "mean trajectory error (m or q units)", log_y: true },
-        FigureKind::PenetrationVsTimestep => Spec { column: "max_penetration_m", y_label: "max penetration (m)", log_y: true },
-        FigureKind::IterationsVsTimestep => Spec { column: "iterations_mean", y_label: "solver iterations per step", log_y: false },
-        FigureKind::ThroughputVsTimestep => Spec { column: "steps_per_s", y_label: "throughput (world-steps/s)", log_y: true },
+        FigureKind::ErrorVsTimestep => Spec {
+            column: "traj_error_mean",
+            y_label: "mean trajectory error (m or q units)",
+            log_y: true,
+        },
+        FigureKind::PenetrationVsTimestep => Spec {
+            column: "max_penetration_m",
+            y_label: "max penetration (m)",
+            log_y: true,
+        },
+        FigureKind::IterationsVsTimestep => Spec {
+            column: "iterations_mean",
+            y_label: "solver iterations per step",
+            log_y: false,
+        },
+        FigureKind::ThroughputVsTimestep => Spec {
+            column: "steps_per_s",
+            y_label: "throughput (world-steps/s)",
+            log_y: true,
+        },
     }
 }
 
@@ -54,7 +70,11 @@ type Lines = BTreeMap<String, Vec<(f64, f64, bool)>>;
 fn lines(rows: &[&Row], column: &str) -> Lines {
     let mut acc: BTreeMap<String, BTreeMap<u64, (f64, usize, bool)>> = BTreeMap::new();
     for r in rows {
-        let e = acc.entry(r.series()).or_default().entry(r.f64("timestep_s").to_bits()).or_insert((0.0, 0, false));
+        let e = acc
+            .entry(r.series())
+            .or_default()
+            .entry(r.f64("timestep_s").to_bits())
+            .or_insert((0.0, 0, false));
         match r.str("status") {
             "ok" => {
                 let v = r.f64(column);
@@ -71,7 +91,13 @@ fn lines(rows: &[&Row], column: &str) -> Lines {
         .map(|(label, m)| {
             let mut pts: Vec<(f64, f64, bool)> = m
                 .into_iter()
-                .map(|(bits, (s, n, d))| (f64::from_bits(bits), if n > 0 { s / n as f64 } else { f64::NAN }, d))
+                .map(|(bits, (s, n, d))| {
+                    (
+                        f64::from_bits(bits),
+                        if n > 0 { s / n as f64 } else { f64::NAN },
+                        d,
+                    )
+                })
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             (label, pts)
@@ -87,7 +113,11 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
     register_font();
     let fig_dir = dir.join("figures");
     std::fs::create_dir_all(&fig_dir).map_err(|e| format!("{}: {e}", fig_dir.display()))?;
-    let kinds: Vec<FigureKind> = if kinds.is_empty() { FigureKind::ALL.to_vec() } else { kinds.to_vec() };
+    let kinds: Vec<FigureKind> = if kinds.is_empty() {
+        FigureKind::ALL.to_vec()
+    } else {
+        kinds.to_vec()
+    };
     let mut scenes: Vec<&str> = rows.iter().map(|r| r.str("scene")).collect();
     scenes.sort_unstable();
     scenes.dedup();
@@ -104,12 +134,14 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
             {
                 let root = SVGBackend::new(&svg, (525, 375)).into_drawing_area();
                 draw(&root, &title, &s, &data, 1.0)?;
-                root.present().map_err(|e| format!("{}: {e}", svg.display()))?;
+                root.present()
+                    .map_err(|e| format!("{}: {e}", svg.display()))?;
             }
             {
                 let root = BitMapBackend::new(&png, (1050, 750)).into_drawing_area();
                 draw(&root, &title, &s, &data, 2.0)?;
-                root.present().map_err(|e| format!("{}: {e}", png.display()))?;
+                root.present()
+                    .map_err(|e| format!("{}: {e}", png.display()))?;
             }
             written.push(svg);
             written.push(png);
@@ -135,7 +167,13 @@ fn fmt_axis(log: bool, v: f64) -> String {
     }
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, s: &Spec, data: &Lines, k: f64) -> Result<(), String>
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    s: &Spec,
+    data: &Lines,
+    k: f64,
+) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -147,16 +185,30 @@ where
         .flatten()
         .filter_map(|&(h, v, _)| Some((tr(true, h)?, tr(s.log_y, v).unwrap_or(f64::NAN))))
         .collect();
-    let (mut x0, mut x1) = pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
-    let (mut y0, mut y1) =
-        pts.iter().filter(|p| p.1.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let (mut x0, mut x1) = pts
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.0), b.max(p.0))
+        });
+    let (mut y0, mut y1) = pts
+        .iter()
+        .filter(|p| p.1.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.1), b.max(p.1))
+        });
     if !x0.is_finite() {
         (x0, x1) = (-3.0, -1.0);
     }
     if !y0.is_finite() {
         (y0, y1) = (0.0, 1.0);
     }
-    let pad = |a: f64, b: f64| if b - a < 1e-12 { (a - 0.5, b + 0.5) } else { (a - 0.08 * (b - a), b + 0.15 * (b - a)) };
+    let pad = |a: f64, b: f64| {
+        if b - a < 1e-12 {
+            (a - 0.5, b + 0.5)
+        } else {
+            (a - 0.08 * (b - a), b + 0.15 * (b - a))
+        }
+    };
     let ((x0, x1), (y0, y1)) = (pad(x0, x1), pad(y0, y1));
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", px(15.0)))
@@ -181,19 +233,33 @@ where
         .map_err(err)?;
     for (i, (label, pts)) in data.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let line: Vec<(f64, f64)> =
-            pts.iter().filter(|p| !p.2).filter_map(|&(h, v, _)| Some((tr(true, h)?, tr(log_y, v)?))).collect();
+        let line: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|p| !p.2)
+            .filter_map(|&(h, v, _)| Some((tr(true, h)?, tr(log_y, v)?)))
+            .collect();
         let style = ShapeStyle::from(&color).stroke_width(px(1.5) as u32);
         chart
             .draw_series(LineSeries::new(line.clone(), style))
             .map_err(err)?
             .label(label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        chart.draw_series(line.iter().map(|&p| Circle::new(p, px(2.5), style.filled()))).map_err(err)?;
+        chart
+            .draw_series(
+                line.iter()
+                    .map(|&p| Circle::new(p, px(2.5), style.filled())),
+            )
+            .map_err(err)?;
         // Crosses of different labels are staggered so they do not hide each other.
         let top = y1 - (0.03 + 0.035 * i as f64) * (y1 - y0);
-        let crosses: Vec<(f64, f64)> = pts.iter().filter(|p| p.2).filter_map(|&(h, _, _)| Some((tr(true, h)?, top))).collect();
-        chart.draw_series(crosses.into_iter().map(|p| Cross::new(p, px(4.0), style))).map_err(err)?;
+        let crosses: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|p| p.2)
+            .filter_map(|&(h, _, _)| Some((tr(true, h)?, top)))
+            .collect();
+        chart
+            .draw_series(crosses.into_iter().map(|p| Cross::new(p, px(4.0), style)))
+            .map_err(err)?;
     }
     if data.values().flatten().any(|p| p.2) {
         chart

@@ -19,7 +19,9 @@
 //! * NCP criterion `|⟨λ, v + Φ(v)⟩|` with the De Saxcé correction `Φ(v) = (mu ‖vt‖, 0, 0)` (J).
 
 use contactlab_scenarios::Scene;
-use contactlab_solvers::dynamics::{body_velocities, kinetic_energy, mass_matrix, potential_energy};
+use contactlab_solvers::dynamics::{
+    body_velocities, kinetic_energy, mass_matrix, potential_energy,
+};
 use contactlab_solvers::kinematics::{ang, forward_kinematics, lin};
 use contactlab_solvers::{Model, State, StepReport};
 
@@ -104,7 +106,12 @@ impl Accumulator {
         Self {
             energy_allowance: scene.energy_allowance,
             speed_bound: scene.speed_bound,
-            extent: scene.model.geoms.iter().map(|g| g.shape.min_extent()).collect(),
+            extent: scene
+                .model
+                .geoms
+                .iter()
+                .map(|g| g.shape.min_extent())
+                .collect(),
             energy0: e0,
             energy: e0,
             energy_rise_max: 0.0,
@@ -150,17 +157,37 @@ impl Accumulator {
             for c in &report.contacts {
                 let pen = (-c.gap).max(0.0);
                 self.pen_records.add(pen);
-                let (ln, lt) = (c.impulse[0], (c.impulse[1].powi(2) + c.impulse[2].powi(2)).sqrt());
-                let (vn, vt) = (c.velocity[0], (c.velocity[1].powi(2) + c.velocity[2].powi(2)).sqrt());
+                let (ln, lt) = (
+                    c.impulse[0],
+                    (c.impulse[1].powi(2) + c.impulse[2].powi(2)).sqrt(),
+                );
+                let (vn, vt) = (
+                    c.velocity[0],
+                    (c.velocity[1].powi(2) + c.velocity[2].powi(2)).sqrt(),
+                );
                 sig = sig.max((ln * vn).abs());
                 cone = cone.max((lt - c.mu * ln).max(0.0));
                 dis = dis.max((c.mu * ln - lt).abs() * vt);
                 ncp = ncp.max((c.impulse.dot(&c.velocity) + ln * c.mu * vt).abs());
-                let limit = self.extent.get(c.geoms[0]).copied().unwrap_or(f64::INFINITY).min(
-                    self.extent.get(c.geoms[1]).copied().unwrap_or(f64::INFINITY),
-                );
+                let limit = self
+                    .extent
+                    .get(c.geoms[0])
+                    .copied()
+                    .unwrap_or(f64::INFINITY)
+                    .min(
+                        self.extent
+                            .get(c.geoms[1])
+                            .copied()
+                            .unwrap_or(f64::INFINITY),
+                    );
                 if pen > limit && pen_reason.is_none() {
-                    let name = |g: usize| model.geoms.get(g).map_or("?", |g| g.name.as_str()).to_string();
+                    let name = |g: usize| {
+                        model
+                            .geoms
+                            .get(g)
+                            .map_or("?", |g| g.name.as_str())
+                            .to_string()
+                    };
                     pen_reason = Some(format!(
                         "penetration {pen:.3e} m between geoms '{}' and '{}' exceeds half the smallest extent {limit:.3e} m at t = {:.6} s",
                         name(c.geoms[0]),
@@ -198,7 +225,11 @@ impl Accumulator {
 
     /// Record the error against the reference after a step.
     pub fn observe_error(&mut self, e: StateError) {
-        for (s, x) in self.err_sum.iter_mut().zip([e.scalar, e.pos_m, e.rot_rad, e.q]) {
+        for (s, x) in self
+            .err_sum
+            .iter_mut()
+            .zip([e.scalar, e.pos_m, e.rot_rad, e.q])
+        {
             *s += x;
         }
         self.err_n += 1;
@@ -220,11 +251,21 @@ impl Accumulator {
         row.set_f64("energy_final_j", self.energy);
         let drift = self.energy - self.energy0;
         row.set_f64("energy_drift_j", drift);
-        row.set_f64("energy_drift_rel", if self.energy0 != 0.0 { drift / self.energy0.abs() } else { f64::NAN });
+        row.set_f64(
+            "energy_drift_rel",
+            if self.energy0 != 0.0 {
+                drift / self.energy0.abs()
+            } else {
+                f64::NAN
+            },
+        );
         row.set_f64("energy_rise_max_j", self.energy_rise_max);
         let n = self.err_n as f64;
         let (mean, last) = match self.err_last {
-            Some(l) if self.err_n > 0 => (self.err_sum.map(|s| s / n), [l.scalar, l.pos_m, l.rot_rad, l.q]),
+            Some(l) if self.err_n > 0 => (
+                self.err_sum.map(|s| s / n),
+                [l.scalar, l.pos_m, l.rot_rad, l.q],
+            ),
             _ => ([f64::NAN; 4], [f64::NAN; 4]),
         };
         row.set_f64("traj_error_mean", mean[0]);
@@ -244,7 +285,14 @@ impl Accumulator {
         row.set_f64("ncp_max_j", self.ncp.max);
         row.set_f64("ncp_mean_j", self.ncp.mean());
         row.set_u64("contacts_max", self.contacts_max);
-        row.set_f64("iterations_mean", if self.steps > 0 { self.iter_sum as f64 / self.steps as f64 } else { 0.0 });
+        row.set_f64(
+            "iterations_mean",
+            if self.steps > 0 {
+                self.iter_sum as f64 / self.steps as f64
+            } else {
+                0.0
+            },
+        );
         row.set_u64("iterations_max", self.iter_max);
         row.set_f64("residual_max", self.residual_max);
         row.set_u64("nonconverged_steps", self.nonconverged);
@@ -256,9 +304,11 @@ pub fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<f64>().ok())
+            })
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }

@@ -41,7 +41,10 @@ pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
     groups
         .into_iter()
         .map(|((scene, label), by_h)| {
-            let mut hs: Vec<(f64, Vec<&Row>)> = by_h.into_iter().map(|(b, v)| (f64::from_bits(b), v)).collect();
+            let mut hs: Vec<(f64, Vec<&Row>)> = by_h
+                .into_iter()
+                .map(|(b, v)| (f64::from_bits(b), v))
+                .collect();
             hs.sort_by(|a, b| a.0.total_cmp(&b.0));
             let mut stable_s = None;
             for (h, rs) in &hs {
@@ -55,17 +58,26 @@ pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
             let accurate_s = hs
                 .iter()
                 .filter(|(_, rs)| {
-                    rs.iter().all(|r| r.str("status") == "ok" && r.f64("traj_error_mean") <= threshold)
+                    rs.iter()
+                        .all(|r| r.str("status") == "ok" && r.f64("traj_error_mean") <= threshold)
                 })
                 .map(|(h, _)| *h)
                 .fold(None, |m: Option<f64>, h| Some(m.map_or(h, |m| m.max(h))));
-            Limits { scene, label, stable_s, accurate_s, has_error }
+            Limits {
+                scene,
+                label,
+                stable_s,
+                accurate_s,
+                has_error,
+            }
         })
         .collect()
 }
 
 fn rows_have_error(hs: &[(f64, Vec<&Row>)]) -> bool {
-    hs.iter().flat_map(|(_, rs)| rs.iter()).any(|r| r.f64("traj_error_mean").is_finite())
+    hs.iter()
+        .flat_map(|(_, rs)| rs.iter())
+        .any(|r| r.f64("traj_error_mean").is_finite())
 }
 
 /// Columns of the per-cell table when the experiment lists no `metrics`.
@@ -97,7 +109,12 @@ fn fmt_h(h: Option<f64>) -> String {
 }
 
 /// The text of `report.md`.
-pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures: &[PathBuf]) -> String {
+pub fn render(
+    rows: &[Row],
+    cfg: &ExperimentConfig,
+    manifest: &Manifest,
+    figures: &[PathBuf],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n\n{}\n", cfg.name, cfg.description);
     let count = |st: &str| rows.iter().filter(|r| r.str("status") == st).count();
@@ -117,8 +134,19 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
     );
     let _ = writeln!(s, "| scene | formulation | largest stable timestep (s) | largest accurate timestep (s) |\n|---|---|---|---|");
     for l in limits(rows, cfg.accuracy_threshold) {
-        let acc = if l.has_error { fmt_h(l.accurate_s) } else { "n/a (no reference)".into() };
-        let _ = writeln!(s, "| {} | {} | {} | {} |", l.scene, l.label, fmt_h(l.stable_s), acc);
+        let acc = if l.has_error {
+            fmt_h(l.accurate_s)
+        } else {
+            "n/a (no reference)".into()
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            l.scene,
+            l.label,
+            fmt_h(l.stable_s),
+            acc
+        );
     }
     let metrics: Vec<&str> = if cfg.metrics.is_empty() {
         DEFAULT_REPORT_METRICS.to_vec()
@@ -126,7 +154,10 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
         cfg.metrics.iter().map(String::as_str).collect()
     };
     let _ = writeln!(s, "\n## Metrics per cell\n");
-    let _ = writeln!(s, "Units are in the column names; definitions: `contactlab list`.\n");
+    let _ = writeln!(
+        s,
+        "Units are in the column names; definitions: `contactlab list`.\n"
+    );
     let _ = write!(s, "| scene | formulation | timestep_s | seed | status |");
     for m in &metrics {
         let _ = write!(s, " {m} |");
@@ -157,11 +188,25 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
     }
     let mut analytic: BTreeMap<(String, String), String> = BTreeMap::new();
     for r in rows {
-        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(r.str("analytic")) {
+        if let Ok(serde_json::Value::Object(m)) =
+            serde_json::from_str::<serde_json::Value>(r.str("analytic"))
+        {
             for (name, v) in m {
-                analytic.entry((r.str("scene").to_string(), r.str("scene_params").to_string() + " " + &name)).or_insert_with(|| {
-                    format!("| {} | {} | {} | {} | {} |", r.str("scene"), r.str("scene_params"), name, fmt_num(v[0].as_f64().unwrap_or(f64::NAN)), v[1].as_str().unwrap_or(""))
-                });
+                analytic
+                    .entry((
+                        r.str("scene").to_string(),
+                        r.str("scene_params").to_string() + " " + &name,
+                    ))
+                    .or_insert_with(|| {
+                        format!(
+                            "| {} | {} | {} | {} | {} |",
+                            r.str("scene"),
+                            r.str("scene_params"),
+                            name,
+                            fmt_num(v[0].as_f64().unwrap_or(f64::NAN)),
+                            v[1].as_str().unwrap_or("")
+                        )
+                    });
             }
         }
     }
@@ -189,8 +234,14 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
     }
     if !figures.is_empty() {
         let _ = writeln!(s, "\n## Figures\n");
-        for f in figures.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
-            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        for f in figures
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
+        {
+            let name = f
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
             let _ = writeln!(s, "![{name}](figures/{name})");
         }
     }
@@ -208,7 +259,10 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, manifest: &Manifest, figures
         manifest.command_line,
         manifest.cells_resumed
     );
-    let _ = writeln!(s, "- configuration: `config.resolved.yaml`; rows: `runs.parquet`, `runs.csv`");
+    let _ = writeln!(
+        s,
+        "- configuration: `config.resolved.yaml`; rows: `runs.parquet`, `runs.csv`"
+    );
     s
 }
 
@@ -228,7 +282,10 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
         Err(_) => {
             let rows = cells_in(dir);
             if rows.is_empty() {
-                return Err(format!("{}: no runs.parquet and no finished cells", dir.display()));
+                return Err(format!(
+                    "{}: no runs.parquet and no finished cells",
+                    dir.display()
+                ));
             }
             write_runs(dir, &rows).map_err(|e| e.to_string())?;
             rows
@@ -241,7 +298,11 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
 ///
 /// # Errors
 /// A drawing or file error, as text.
-pub fn write_outputs(dir: &Path, rows: &[Row], cfg: &ExperimentConfig) -> Result<Vec<PathBuf>, String> {
+pub fn write_outputs(
+    dir: &Path,
+    rows: &[Row],
+    cfg: &ExperimentConfig,
+) -> Result<Vec<PathBuf>, String> {
     let kinds: Vec<FigureKind> = cfg.figures.clone();
     let mut written = crate::figures::draw_all(dir, rows, &kinds)?;
     let manifest = Manifest::read(dir);
@@ -254,18 +315,33 @@ pub fn write_outputs(dir: &Path, rows: &[Row], cfg: &ExperimentConfig) -> Result
 
 /// Rows of every finished cell file in `dir/cells`, sorted by scene, label, timestep, seed.
 pub fn cells_in(dir: &Path) -> Vec<Row> {
-    let Ok(rd) = std::fs::read_dir(dir.join("cells")) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(dir.join("cells")) else {
+        return Vec::new();
+    };
     let mut rows: Vec<Row> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().to_string();
-            let id = name.strip_suffix(".json").filter(|_| !name.starts_with('.'))?.to_string();
+            let id = name
+                .strip_suffix(".json")
+                .filter(|_| !name.starts_with('.'))?
+                .to_string();
             read_cell(dir, &id)
         })
         .collect();
     rows.sort_by(|a, b| {
-        (a.str("scene"), a.str("label"), a.f64("timestep_s"), a.u64("seed"))
-            .partial_cmp(&(b.str("scene"), b.str("label"), b.f64("timestep_s"), b.u64("seed")))
+        (
+            a.str("scene"),
+            a.str("label"),
+            a.f64("timestep_s"),
+            a.u64("seed"),
+        )
+            .partial_cmp(&(
+                b.str("scene"),
+                b.str("label"),
+                b.f64("timestep_s"),
+                b.u64("seed"),
+            ))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     rows
@@ -287,11 +363,20 @@ mod tests {
 
     #[test]
     fn largest_stable_is_below_the_first_divergence() {
-        let rows = vec![row(0.001, "ok", 1e-4), row(0.002, "ok", 1e-3), row(0.005, "diverged", f64::NAN), row(0.01, "ok", 0.5)];
+        let rows = vec![
+            row(0.001, "ok", 1e-4),
+            row(0.002, "ok", 1e-3),
+            row(0.005, "diverged", f64::NAN),
+            row(0.01, "ok", 0.5),
+        ];
         let l = &limits(&rows, 2e-3)[0];
         assert_eq!(l.stable_s, Some(0.002));
         assert_eq!(l.accurate_s, Some(0.002));
         let l = &limits(&rows, 1.0)[0];
-        assert_eq!(l.accurate_s, Some(0.01), "accurate is the largest accurate timestep, not a prefix");
+        assert_eq!(
+            l.accurate_s,
+            Some(0.01),
+            "accurate is the largest accurate timestep, not a prefix"
+        );
     }
 }

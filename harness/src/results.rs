@@ -130,7 +130,10 @@ pub struct Row(pub BTreeMap<String, Val>);
 impl Row {
     /// Set column `name`. Panics if the column is not in [`COLUMNS`] (a programmer error).
     pub fn set(&mut self, name: &str, v: Val) {
-        assert!(column(name).is_some(), "results column '{name}' is not defined in COLUMNS");
+        assert!(
+            column(name).is_some(),
+            "results column '{name}' is not defined in COLUMNS"
+        );
         self.0.insert(name.to_string(), v);
     }
     /// Set a float column.
@@ -167,7 +170,8 @@ impl Row {
     /// (`penalty [formulation.ke=10000]`), so that sweep points are never merged.
     pub fn series(&self) -> String {
         let label = self.str("label");
-        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.str("sweep")) {
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.str("sweep"))
+        {
             Ok(m) if !m.is_empty() => {
                 let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 format!("{label} [{}]", parts.join(", "))
@@ -207,7 +211,10 @@ pub enum ResultsError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
-    move |source| ResultsError::Io { path: path.to_path_buf(), source }
+    move |source| ResultsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Write `bytes` to `path` durably: a temporary name in the same folder, fsync, then rename.
@@ -217,7 +224,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ResultsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
     f.write_all(bytes).map_err(io(&tmp))?;
@@ -254,9 +264,20 @@ pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
     let cols: Vec<Column> = COLUMNS
         .iter()
         .map(|c| match c.kind {
-            Str => Column::new(c.name.into(), rows.iter().map(|r| r.str(c.name).to_string()).collect::<Vec<_>>()),
-            F64 => Column::new(c.name.into(), rows.iter().map(|r| r.f64(c.name)).collect::<Vec<_>>()),
-            U64 => Column::new(c.name.into(), rows.iter().map(|r| r.u64(c.name)).collect::<Vec<_>>()),
+            Str => Column::new(
+                c.name.into(),
+                rows.iter()
+                    .map(|r| r.str(c.name).to_string())
+                    .collect::<Vec<_>>(),
+            ),
+            F64 => Column::new(
+                c.name.into(),
+                rows.iter().map(|r| r.f64(c.name)).collect::<Vec<_>>(),
+            ),
+            U64 => Column::new(
+                c.name.into(),
+                rows.iter().map(|r| r.u64(c.name)).collect::<Vec<_>>(),
+            ),
         })
         .collect();
     DataFrame::new(rows.len(), cols)
@@ -301,7 +322,10 @@ pub fn from_frame(df: &DataFrame) -> PolarsResult<Vec<Row>> {
 /// # Errors
 /// Encoding or I/O errors, naming the path.
 pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<(), ResultsError> {
-    let table = |e: PolarsError| ResultsError::Table { path: path.to_path_buf(), message: e.to_string() };
+    let table = |e: PolarsError| ResultsError::Table {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     let mut buf = Vec::new();
     if path.extension().is_some_and(|e| e == "parquet") {
         ParquetWriter::new(&mut buf).finish(df).map_err(table)?;
@@ -316,7 +340,10 @@ pub fn write_frame(path: &Path, df: &mut DataFrame) -> Result<(), ResultsError> 
 /// # Errors
 /// Unreadable or malformed file, naming the path.
 pub fn read_frame(path: &Path) -> Result<DataFrame, ResultsError> {
-    let table = |e: PolarsError| ResultsError::Table { path: path.to_path_buf(), message: e.to_string() };
+    let table = |e: PolarsError| ResultsError::Table {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
     if path.extension().is_some_and(|e| e == "parquet") {
         let f = fs::File::open(path).map_err(io(path))?;
         ParquetReader::new(f).finish().map_err(table)
@@ -335,7 +362,10 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, ResultsError> {
 /// # Errors
 /// Encoding or I/O errors.
 pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
-    let mut df = to_frame(rows).map_err(|e| ResultsError::Table { path: dir.join("runs.parquet"), message: e.to_string() })?;
+    let mut df = to_frame(rows).map_err(|e| ResultsError::Table {
+        path: dir.join("runs.parquet"),
+        message: e.to_string(),
+    })?;
     write_frame(&dir.join("runs.parquet"), &mut df)?;
     write_frame(&dir.join("runs.csv"), &mut df)
 }
@@ -347,7 +377,10 @@ pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
 pub fn read_runs(dir: &Path) -> Result<Vec<Row>, ResultsError> {
     let path = dir.join("runs.parquet");
     let df = read_frame(&path)?;
-    from_frame(&df).map_err(|e| ResultsError::Table { path, message: e.to_string() })
+    from_frame(&df).map_err(|e| ResultsError::Table {
+        path,
+        message: e.to_string(),
+    })
 }
 
 /// Provenance of a run, written to `manifest.json`.
@@ -396,7 +429,9 @@ impl Manifest {
             revision,
             version: env!("CARGO_PKG_VERSION").into(),
             host,
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             threads,
             start: now_utc(),
             end: String::new(),
@@ -411,18 +446,29 @@ impl Manifest {
     /// # Errors
     /// I/O errors.
     pub fn write(&self, dir: &Path) -> Result<(), ResultsError> {
-        write_atomic(&dir.join("manifest.json"), serde_json::to_string_pretty(self).expect("serializes").as_bytes())
+        write_atomic(
+            &dir.join("manifest.json"),
+            serde_json::to_string_pretty(self)
+                .expect("serializes")
+                .as_bytes(),
+        )
     }
 
     /// Read `manifest.json` from `dir` (default if absent).
     pub fn read(dir: &Path) -> Self {
-        fs::read_to_string(dir.join("manifest.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+        fs::read_to_string(dir.join("manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
     }
 }
 
 /// The current time, UTC, as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn now_utc() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -434,7 +480,12 @@ pub fn now_utc() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

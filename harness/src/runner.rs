@@ -21,7 +21,9 @@ use rayon::prelude::*;
 use crate::catalog::Catalog;
 use crate::config::{to_yaml, ReferenceSpec};
 use crate::metrics::{peak_rss_mib, Accumulator};
-use crate::results::{read_cell, write_atomic, write_cell, write_runs, Manifest, ResultsError, Row};
+use crate::results::{
+    read_cell, write_atomic, write_cell, write_runs, Manifest, ResultsError, Row,
+};
 use crate::sweep::{Cell, Plan};
 use crate::trajectory::{state_error, StepLog, Trajectory};
 
@@ -79,7 +81,13 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
                 std::fs::remove_dir_all(&p).map_err(io(&p))?;
             }
         }
-        for f in ["runs.parquet", "runs.csv", "report.md", "manifest.json", "config.resolved.yaml"] {
+        for f in [
+            "runs.parquet",
+            "runs.csv",
+            "report.md",
+            "manifest.json",
+            "config.resolved.yaml",
+        ] {
             let _ = std::fs::remove_file(dir.join(f));
         }
     }
@@ -88,9 +96,17 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
 
-    let done: BTreeSet<&str> =
-        plan.cells.iter().filter(|c| read_cell(dir, &c.id).is_some()).map(|c| c.id.as_str()).collect();
-    let todo: Vec<&Cell> = plan.cells.iter().filter(|c| !done.contains(c.id.as_str())).collect();
+    let done: BTreeSet<&str> = plan
+        .cells
+        .iter()
+        .filter(|c| read_cell(dir, &c.id).is_some())
+        .map(|c| c.id.as_str())
+        .collect();
+    let todo: Vec<&Cell> = plan
+        .cells
+        .iter()
+        .filter(|c| !done.contains(c.id.as_str()))
+        .collect();
     manifest.cells_total = plan.cells.len();
     manifest.cells_resumed = done.len();
     manifest.write(dir)?;
@@ -99,10 +115,16 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         .num_threads(opts.jobs.max(1))
         .build()
         .expect("a rayon pool with a positive thread count builds");
-    let bar = if opts.progress { ProgressBar::new(plan.cells.len() as u64) } else { ProgressBar::hidden() };
+    let bar = if opts.progress {
+        ProgressBar::new(plan.cells.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} cells  elapsed {elapsed_precise}  eta {eta_precise}  {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} cells  elapsed {elapsed_precise}  eta {eta_precise}  {msg}",
+        )
+        .expect("valid template"),
     );
     bar.set_position(done.len() as u64);
     bar.enable_steady_tick(Duration::from_millis(200));
@@ -142,7 +164,11 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         return Err(e);
     }
 
-    let rows: Vec<Row> = plan.cells.iter().filter_map(|c| read_cell(dir, &c.id)).collect();
+    let rows: Vec<Row> = plan
+        .cells
+        .iter()
+        .filter_map(|c| read_cell(dir, &c.id))
+        .collect();
     write_runs(dir, &rows)?;
     manifest.end = crate::results::now_utc();
     manifest.write(dir)?;
@@ -188,20 +214,30 @@ fn references_for(plan: &Plan, catalog: &Catalog, todo: &[&Cell]) -> BTreeMap<St
                 .into_iter()
                 .map(|s| {
                     let p = dir.join(format!("{s}.csv"));
-                    (format!("scene:{s}"), Trajectory::read(&p).map_err(|e| e.to_string()))
+                    (
+                        format!("scene:{s}"),
+                        Trajectory::read(&p).map_err(|e| e.to_string()),
+                    )
                 })
                 .collect()
         }
-        ReferenceSpec::Trajectory { file } => {
-            BTreeMap::from([("file".to_string(), Trajectory::read(file).map_err(|e| e.to_string()))])
-        }
+        ReferenceSpec::Trajectory { file } => BTreeMap::from([(
+            "file".to_string(),
+            Trajectory::read(file).map_err(|e| e.to_string()),
+        )]),
         ReferenceSpec::None | ReferenceSpec::Analytic => BTreeMap::new(),
     }
 }
 
-fn reference_for<'a>(plan: &Plan, cell: &Cell, refs: &'a BTreeMap<String, RefResult>) -> Option<&'a RefResult> {
+fn reference_for<'a>(
+    plan: &Plan,
+    cell: &Cell,
+    refs: &'a BTreeMap<String, RefResult>,
+) -> Option<&'a RefResult> {
     match &plan.reference {
-        ReferenceSpec::SameFormulation { .. } => cell.reference_id.as_ref().and_then(|id| refs.get(id)),
+        ReferenceSpec::SameFormulation { .. } => {
+            cell.reference_id.as_ref().and_then(|id| refs.get(id))
+        }
         ReferenceSpec::Recorded { .. } => refs.get(&format!("scene:{}", cell.scene)),
         ReferenceSpec::Trajectory { .. } => refs.get("file"),
         _ => None,
@@ -272,7 +308,10 @@ fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
     row.set_str("formulation", &cell.formulation);
     row.set_str("label", &cell.label);
     row.set_str("formulation_params", cell.formulation_params.to_string());
-    row.set_str("sweep", serde_json::to_string(&cell.sweep).unwrap_or_default());
+    row.set_str(
+        "sweep",
+        serde_json::to_string(&cell.sweep).unwrap_or_default(),
+    );
     row.set_str("engine", "cpu");
     row.set_f64("timestep_s", cell.timestep_s);
     row.set_u64("seed", cell.seed);
@@ -282,7 +321,14 @@ fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
 }
 
 /// Run one cell to a row: never panics, never returns an error (failures are rows).
-pub fn run_cell(plan: &Plan, cell: &Cell, catalog: &Catalog, reference: Option<&RefResult>, threads: usize, dir: &Path) -> Row {
+pub fn run_cell(
+    plan: &Plan,
+    cell: &Cell,
+    catalog: &Catalog,
+    reference: Option<&RefResult>,
+    threads: usize,
+    dir: &Path,
+) -> Row {
     let mut row = identity(plan, cell, threads);
     let outcome = catch_quietly(|| simulate_cell(plan, cell, catalog, reference, dir, &mut row));
     let (status, reason) = match outcome {
@@ -316,8 +362,11 @@ fn simulate_cell(
     row: &mut Row,
 ) -> Result<Option<String>, String> {
     let scene = catalog.build_scene(&cell.scene, &cell.scene_params)?;
-    let analytic: serde_json::Map<String, serde_json::Value> =
-        scene.analytic.iter().map(|a| (a.name.to_string(), serde_json::json!([a.value, a.formula]))).collect();
+    let analytic: serde_json::Map<String, serde_json::Value> = scene
+        .analytic
+        .iter()
+        .map(|a| (a.name.to_string(), serde_json::json!([a.value, a.formula])))
+        .collect();
     row.set_str("analytic", serde_json::Value::Object(analytic).to_string());
     let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
     let h = cell.timestep_s;
@@ -325,7 +374,10 @@ fn simulate_cell(
         Some(Ok(t)) => {
             // A reference recorded for another model cannot be compared coordinate by
             // coordinate: say so instead of indexing out of bounds.
-            let (nq, nv) = (t.q.first().map_or(0, |q| q.len()), t.v.first().map_or(0, |v| v.len()));
+            let (nq, nv) = (
+                t.q.first().map_or(0, |q| q.len()),
+                t.v.first().map_or(0, |v| v.len()),
+            );
             if (nq, nv) != (scene.model.nq, scene.model.nv) {
                 return Err(format!(
                     "the reference trajectory has {nq} qpos and {nv} qvel columns, but scene '{}' has nq = {} and nv = {}",
@@ -340,19 +392,35 @@ fn simulate_cell(
         }
         None => None,
     };
-    let out = rollout(&scene, f.as_mut(), h, cell.horizon_s, reference, plan.config.log_steps);
+    let out = rollout(
+        &scene,
+        f.as_mut(),
+        h,
+        cell.horizon_s,
+        reference,
+        plan.config.log_steps,
+    );
     out.acc.finish(row);
     let wall = out.wall.as_secs_f64();
     row.set_f64("wall_time_s", wall);
     row.set_f64("steps_per_s", out.acc.steps() as f64 / wall);
     row.set_f64("real_time_factor", out.acc.steps() as f64 * h / wall);
     if let Some(log) = &out.log {
-        log.write(&dir.join("steps").join(format!("{}.parquet", cell.id))).map_err(|e| e.to_string())?;
+        log.write(&dir.join("steps").join(format!("{}.parquet", cell.id)))
+            .map_err(|e| e.to_string())?;
     }
     let reanchored = match (reference, &out.diverged) {
         (Some(r), None) => {
-            let mut fresh = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
-            reanchored_error(&scene, fresh.as_mut(), h, cell.horizon_s, plan.config.reanchor_window, r)
+            let mut fresh =
+                catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+            reanchored_error(
+                &scene,
+                fresh.as_mut(),
+                h,
+                cell.horizon_s,
+                plan.config.reanchor_window,
+                r,
+            )
         }
         _ => f64::NAN,
     };
@@ -406,11 +474,23 @@ pub fn rollout(
             break;
         }
     }
-    Rollout { acc, wall, diverged, log }
+    Rollout {
+        acc,
+        wall,
+        diverged,
+        log,
+    }
 }
 
 /// Mean end-of-window error restarting from the reference state every `window` seconds.
-fn reanchored_error(scene: &Scene, f: &mut dyn Formulation, h: f64, horizon: f64, window: f64, r: &Trajectory) -> f64 {
+fn reanchored_error(
+    scene: &Scene,
+    f: &mut dyn Formulation,
+    h: f64,
+    horizon: f64,
+    window: f64,
+    r: &Trajectory,
+) -> f64 {
     let per_window = step_count(window.min(horizon), h);
     let (mut sum, mut n) = (0.0, 0usize);
     let mut t0 = 0.0;

@@ -62,7 +62,12 @@ pub struct Plan {
 ///
 /// # Errors
 /// The first problem found, as a [`ConfigError`] naming the key and its line.
-pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -> Result<Plan, ConfigError> {
+pub fn plan(
+    file: &Path,
+    text: &str,
+    cfg: ExperimentConfig,
+    catalog: &Catalog,
+) -> Result<Plan, ConfigError> {
     let err = |key: &str, message: String| ConfigError {
         file: file.to_path_buf(),
         line: locate(text, key),
@@ -71,15 +76,27 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
     };
     if cfg.name.is_empty()
         || cfg.name.starts_with('.')
-        || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        || !cfg
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
     {
-        return Err(err("name", format!("'{}' is not usable as a folder name (letters, digits, _ - .)", cfg.name)));
+        return Err(err(
+            "name",
+            format!(
+                "'{}' is not usable as a folder name (letters, digits, _ - .)",
+                cfg.name
+            ),
+        ));
     }
     if cfg.scenes.is_empty() {
         return Err(err("scenes", "is empty; list at least one scene".into()));
     }
     if cfg.formulations.is_empty() {
-        return Err(err("formulations", "is empty; list at least one formulation".into()));
+        return Err(err(
+            "formulations",
+            "is empty; list at least one formulation".into(),
+        ));
     }
 
     // Sweep axes.
@@ -97,31 +114,49 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
             for v in values {
                 match v.as_f64() {
                     Some(h) if h.is_finite() && h > 0.0 => hs.push(h),
-                    _ => return Err(err(&key, format!("timesteps must be finite numbers > 0 (s); got {v}"))),
+                    _ => {
+                        return Err(err(
+                            &key,
+                            format!("timesteps must be finite numbers > 0 (s); got {v}"),
+                        ))
+                    }
                 }
             }
             timesteps = Some(hs);
         } else if axis == "seed" {
             seeds = values
                 .iter()
-                .map(|v| v.as_u64().ok_or_else(|| err(&key, format!("seeds must be integers >= 0; got {v}"))))
+                .map(|v| {
+                    v.as_u64()
+                        .ok_or_else(|| err(&key, format!("seeds must be integers >= 0; got {v}")))
+                })
                 .collect::<Result<_, _>>()?;
         } else if let Some(p) = axis.strip_prefix("scene.") {
             let used = cfg.scenes.iter().any(|s| {
                 s.params.contains_key(p)
-                    || catalog.scene(&s.name).is_ok_and(|e| e.params.iter().any(|d| d.name == p))
+                    || catalog
+                        .scene(&s.name)
+                        .is_ok_and(|e| e.params.iter().any(|d| d.name == p))
             });
             if !used {
-                return Err(err(&key, format!("no scene of this experiment has a parameter '{p}'")));
+                return Err(err(
+                    &key,
+                    format!("no scene of this experiment has a parameter '{p}'"),
+                ));
             }
             scene_axes.insert(p.to_string(), values.clone());
         } else if let Some(p) = axis.strip_prefix("formulation.") {
             let used = cfg.formulations.iter().any(|f| {
                 f.params.contains_key(p)
-                    || catalog.formulation(&f.name).is_ok_and(|e| e.params.iter().any(|d| d.name == p))
+                    || catalog
+                        .formulation(&f.name)
+                        .is_ok_and(|e| e.params.iter().any(|d| d.name == p))
             });
             if !used {
-                return Err(err(&key, format!("no formulation of this experiment has a parameter '{p}'")));
+                return Err(err(
+                    &key,
+                    format!("no formulation of this experiment has a parameter '{p}'"),
+                ));
             }
             formulation_axes.insert(p.to_string(), values.clone());
         } else {
@@ -133,42 +168,63 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
     }
     if let Some(h) = cfg.horizon {
         if !(h.is_finite() && h > 0.0) {
-            return Err(err("horizon", format!("must be a finite number > 0 (s); got {h}")));
+            return Err(err(
+                "horizon",
+                format!("must be a finite number > 0 (s); got {h}"),
+            ));
         }
     }
     if cfg.jobs == Some(0) {
         return Err(err("jobs", "must be at least 1".into()));
     }
     if !(cfg.accuracy_threshold.is_finite() && cfg.accuracy_threshold > 0.0) {
-        return Err(err("accuracy_threshold", "must be a finite number > 0".into()));
+        return Err(err(
+            "accuracy_threshold",
+            "must be a finite number > 0".into(),
+        ));
     }
     if !(cfg.reanchor_window.is_finite() && cfg.reanchor_window > 0.0) {
-        return Err(err("reanchor_window", "must be a finite number > 0 (s)".into()));
+        return Err(err(
+            "reanchor_window",
+            "must be a finite number > 0 (s)".into(),
+        ));
     }
     for (i, m) in cfg.metrics.iter().enumerate() {
         if crate::results::column(m).is_none() {
-            return Err(err(&format!("metrics[{i}]"), format!("unknown metric '{m}'; `contactlab list` shows them")));
+            return Err(err(
+                &format!("metrics[{i}]"),
+                format!("unknown metric '{m}'; `contactlab list` shows them"),
+            ));
         }
     }
     let base = file.parent().unwrap_or(Path::new("."));
     let reference = match &cfg.reference {
         ReferenceSpec::SameFormulation { timestep } => {
             if !(timestep.is_finite() && *timestep > 0.0) {
-                return Err(err("reference.timestep", format!("must be a finite number > 0 (s); got {timestep}")));
+                return Err(err(
+                    "reference.timestep",
+                    format!("must be a finite number > 0 (s); got {timestep}"),
+                ));
             }
             cfg.reference.clone()
         }
         ReferenceSpec::Recorded { dir } => {
             let dir = base.join(dir);
             if !dir.is_dir() {
-                return Err(err("reference.dir", format!("'{}' is not a readable directory", dir.display())));
+                return Err(err(
+                    "reference.dir",
+                    format!("'{}' is not a readable directory", dir.display()),
+                ));
             }
             ReferenceSpec::Recorded { dir }
         }
         ReferenceSpec::Trajectory { file: f } => {
             let f = base.join(f);
             if std::fs::File::open(&f).is_err() {
-                return Err(err("reference.file", format!("cannot read '{}'", f.display())));
+                return Err(err(
+                    "reference.file",
+                    format!("cannot read '{}'", f.display()),
+                ));
             }
             ReferenceSpec::Trajectory { file: f }
         }
@@ -179,7 +235,11 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in cfg.formulations.iter().enumerate() {
         if let Some(j) = seen.insert(f.label(), i) {
-            let key = if f.label.is_some() { format!("formulations[{i}].label") } else { format!("formulations[{i}]") };
+            let key = if f.label.is_some() {
+                format!("formulations[{i}].label")
+            } else {
+                format!("formulations[{i}]")
+            };
             return Err(err(
                 &key,
                 format!("duplicate label '{}' (also formulations[{j}]); give each entry a distinct `label`", f.label()),
@@ -190,11 +250,17 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
     // Registry names and parameters; expansion.
     let mut cells = Vec::new();
     for (si, s) in cfg.scenes.iter().enumerate() {
-        let entry = catalog.scene(&s.name).map_err(|m| err(&format!("scenes[{si}].name"), m))?;
-        let has_seed = entry.params.iter().any(|d| d.name == "seed") && !s.params.contains_key("seed");
+        let entry = catalog
+            .scene(&s.name)
+            .map_err(|m| err(&format!("scenes[{si}].name"), m))?;
+        let has_seed =
+            entry.params.iter().any(|d| d.name == "seed") && !s.params.contains_key("seed");
         let s_axes: Vec<(String, Vec<Value>)> = scene_axes
             .iter()
-            .filter(|(p, _)| s.params.contains_key(p.as_str()) || entry.params.iter().any(|d| d.name == p.as_str()))
+            .filter(|(p, _)| {
+                s.params.contains_key(p.as_str())
+                    || entry.params.iter().any(|d| d.name == p.as_str())
+            })
             .map(|(p, v)| (p.clone(), v.clone()))
             .collect();
         for s_combo in product(&s_axes) {
@@ -202,22 +268,38 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
             for (k, v) in &s_combo {
                 sp.insert(k.clone(), v.clone());
             }
-            let scene = catalog.build_scene(&s.name, &Value::Object(sp.clone())).map_err(|m| {
-                let key = param_key(&m, &format!("scenes[{si}]"), &s_combo, "scene");
-                err(&key, m)
-            })?;
+            let scene = catalog
+                .build_scene(&s.name, &Value::Object(sp.clone()))
+                .map_err(|m| {
+                    let key = param_key(&m, &format!("scenes[{si}]"), &s_combo, "scene");
+                    err(&key, m)
+                })?;
             let horizon = cfg.horizon.unwrap_or(scene.horizon);
-            let hs = timesteps.clone().unwrap_or_else(|| vec![scene.model.options.timestep]);
+            let hs = timesteps
+                .clone()
+                .unwrap_or_else(|| vec![scene.model.options.timestep]);
             let hmax = hs.iter().cloned().fold(0.0, f64::max);
             if horizon < hmax {
-                let key = if cfg.horizon.is_some() { "horizon".to_string() } else { format!("scenes[{si}]") };
-                return Err(err(&key, format!("horizon {horizon} s is shorter than one step of {hmax} s")));
+                let key = if cfg.horizon.is_some() {
+                    "horizon".to_string()
+                } else {
+                    format!("scenes[{si}]")
+                };
+                return Err(err(
+                    &key,
+                    format!("horizon {horizon} s is shorter than one step of {hmax} s"),
+                ));
             }
             for (fi, f) in cfg.formulations.iter().enumerate() {
-                let fentry = catalog.formulation(&f.name).map_err(|m| err(&format!("formulations[{fi}].name"), m))?;
+                let fentry = catalog
+                    .formulation(&f.name)
+                    .map_err(|m| err(&format!("formulations[{fi}].name"), m))?;
                 let f_axes: Vec<(String, Vec<Value>)> = formulation_axes
                     .iter()
-                    .filter(|(p, _)| f.params.contains_key(p.as_str()) || fentry.params.iter().any(|d| d.name == p.as_str()))
+                    .filter(|(p, _)| {
+                        f.params.contains_key(p.as_str())
+                            || fentry.params.iter().any(|d| d.name == p.as_str())
+                    })
                     .map(|(p, v)| (p.clone(), v.clone()))
                     .collect();
                 for f_combo in product(&f_axes) {
@@ -227,12 +309,21 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
                     }
                     let fpv = Value::Object(fp);
                     check_formulation(catalog, &f.name, &fpv).map_err(|m| {
-                        let key = param_key(&m, &format!("formulations[{fi}]"), &f_combo, "formulation");
+                        let key =
+                            param_key(&m, &format!("formulations[{fi}]"), &f_combo, "formulation");
                         err(&key, m)
                     })?;
                     let mut sweep: BTreeMap<String, Value> = BTreeMap::new();
-                    sweep.extend(s_combo.iter().map(|(k, v)| (format!("scene.{k}"), v.clone())));
-                    sweep.extend(f_combo.iter().map(|(k, v)| (format!("formulation.{k}"), v.clone())));
+                    sweep.extend(
+                        s_combo
+                            .iter()
+                            .map(|(k, v)| (format!("scene.{k}"), v.clone())),
+                    );
+                    sweep.extend(
+                        f_combo
+                            .iter()
+                            .map(|(k, v)| (format!("formulation.{k}"), v.clone())),
+                    );
                     for &h in &hs {
                         for &seed in &seeds {
                             let mut scene_params = sp.clone();
@@ -241,10 +332,12 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
                             }
                             let scene_params = Value::Object(scene_params);
                             let reference_id = match &reference {
-                                ReferenceSpec::SameFormulation { timestep } => Some(hash_hex(&json!({
-                                    "scene": s.name, "scene_params": scene_params, "formulation": f.name,
-                                    "formulation_params": fpv, "seed": seed, "horizon": horizon, "timestep": timestep,
-                                }))),
+                                ReferenceSpec::SameFormulation { timestep } => {
+                                    Some(hash_hex(&json!({
+                                        "scene": s.name, "scene_params": scene_params, "formulation": f.name,
+                                        "formulation_params": fpv, "seed": seed, "horizon": horizon, "timestep": timestep,
+                                    })))
+                                }
                                 _ => None,
                             };
                             let id = hash_hex(&json!({
@@ -273,7 +366,12 @@ pub fn plan(file: &Path, text: &str, cfg: ExperimentConfig, catalog: &Catalog) -
             }
         }
     }
-    Ok(Plan { file: file.to_path_buf(), config: cfg, cells, reference })
+    Ok(Plan {
+        file: file.to_path_buf(),
+        config: cfg,
+        cells,
+        reference,
+    })
 }
 
 /// Build a formulation only to validate its parameters. A panic while building (a placeholder
@@ -330,7 +428,10 @@ pub fn hash_hex(v: &Value) -> String {
 /// A plain-text table of the grid for `contactlab check`.
 pub fn grid_table(plan: &Plan) -> String {
     let mut out = format!("{} cells\n", plan.cells.len());
-    out += &format!("{:>5}  {:<18} {:<24} {:>10} {:>5} {:>8}  {:<16} sweep\n", "#", "scene", "formulation", "timestep_s", "seed", "horizon_s", "id");
+    out += &format!(
+        "{:>5}  {:<18} {:<24} {:>10} {:>5} {:>8}  {:<16} sweep\n",
+        "#", "scene", "formulation", "timestep_s", "seed", "horizon_s", "id"
+    );
     for c in &plan.cells {
         let sweep: Vec<String> = c.sweep.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out += &format!(

@@ -23,7 +23,8 @@
 
 use contactlab_scenarios::{AnalyticValue, Scene, SceneEntry, SceneError};
 use contactlab_solvers::formulation::{
-    parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc, StepReport,
+    parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc,
+    StepReport,
 };
 use contactlab_solvers::geometry::GeomShape;
 use contactlab_solvers::model::{Body, Geom, Joint, JointKind, Vec3};
@@ -48,14 +49,33 @@ pub struct FallingPointParams {
 
 impl Default for FallingPointParams {
     fn default() -> Self {
-        Self { stiffness: 1e4, panic_at: None, iterations: 1 }
+        Self {
+            stiffness: 1e4,
+            panic_at: None,
+            iterations: 1,
+        }
     }
 }
 
 const FORMULATION_PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "stiffness", default: "1.0e4", unit: "N/m", doc: "contact spring stiffness" },
-    ParamDoc { name: "panic_at", default: "null", unit: "s", doc: "panic once t reaches this (tests)" },
-    ParamDoc { name: "iterations", default: "1", unit: "-", doc: "iterations reported per step" },
+    ParamDoc {
+        name: "stiffness",
+        default: "1.0e4",
+        unit: "N/m",
+        doc: "contact spring stiffness",
+    },
+    ParamDoc {
+        name: "panic_at",
+        default: "null",
+        unit: "s",
+        doc: "panic once t reaches this (tests)",
+    },
+    ParamDoc {
+        name: "iterations",
+        default: "1",
+        unit: "-",
+        doc: "iterations reported per step",
+    },
 ];
 
 /// The fake formulation's registry entry.
@@ -131,16 +151,47 @@ pub struct FallingPointSceneParams {
 
 impl Default for FallingPointSceneParams {
     fn default() -> Self {
-        Self { height: 1.0, radius: 0.05, jitter: 0.0, seed: 0, horizon: 0.2 }
+        Self {
+            height: 1.0,
+            radius: 0.05,
+            jitter: 0.0,
+            seed: 0,
+            horizon: 0.2,
+        }
     }
 }
 
 const SCENE_PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "height", default: "1.0", unit: "m", doc: "initial height of the centre" },
-    ParamDoc { name: "radius", default: "0.05", unit: "m", doc: "sphere radius" },
-    ParamDoc { name: "jitter", default: "0.0", unit: "m", doc: "seeded height jitter amplitude" },
-    ParamDoc { name: "seed", default: "0", unit: "-", doc: "seed of the jitter" },
-    ParamDoc { name: "horizon", default: "0.2", unit: "s", doc: "default horizon" },
+    ParamDoc {
+        name: "height",
+        default: "1.0",
+        unit: "m",
+        doc: "initial height of the centre",
+    },
+    ParamDoc {
+        name: "radius",
+        default: "0.05",
+        unit: "m",
+        doc: "sphere radius",
+    },
+    ParamDoc {
+        name: "jitter",
+        default: "0.0",
+        unit: "m",
+        doc: "seeded height jitter amplitude",
+    },
+    ParamDoc {
+        name: "seed",
+        default: "0",
+        unit: "-",
+        doc: "seed of the jitter",
+    },
+    ParamDoc {
+        name: "horizon",
+        default: "0.2",
+        unit: "s",
+        doc: "default horizon",
+    },
 ];
 
 /// The fake scene's registry entry.
@@ -165,11 +216,23 @@ fn build_scene(v: &serde_json::Value) -> Result<Scene, SceneError> {
         ],
         ..Default::default()
     };
-    let model = Model::new(parts).map_err(|source| SceneError::Model { name: "falling_point".into(), source })?;
+    let model = Model::new(parts).map_err(|source| SceneError::Model {
+        name: "falling_point".into(),
+        source,
+    })?;
     // A tiny deterministic generator: enough to show the seed reaches the scene.
-    let u = (p.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) >> 11) as f64 / (1u64 << 53) as f64;
+    let u = (p
+        .seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        >> 11) as f64
+        / (1u64 << 53) as f64;
     let z0 = p.height + p.jitter * (2.0 * u - 1.0);
-    let initial = State { q: DVector::from_vec(vec![z0]), v: DVector::zeros(1), t: 0.0 };
+    let initial = State {
+        q: DVector::from_vec(vec![z0]),
+        v: DVector::zeros(1),
+        t: 0.0,
+    };
     Ok(Scene {
         model,
         initial,

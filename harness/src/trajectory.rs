@@ -42,16 +42,28 @@ impl Trajectory {
         if n == 0 {
             return None;
         }
-        let span = if n > 1 { self.t[n - 1] - self.t[n - 2] } else { 0.0 };
+        let span = if n > 1 {
+            self.t[n - 1] - self.t[n - 2]
+        } else {
+            0.0
+        };
         if t < self.t[0] - 1e-9 || t > self.t[n - 1] + 0.5 * span + 1e-9 {
             return None;
         }
         let i = self.t.partition_point(|&x| x <= t);
         if i == 0 {
-            return Some(State { q: self.q[0].clone(), v: self.v[0].clone(), t });
+            return Some(State {
+                q: self.q[0].clone(),
+                v: self.v[0].clone(),
+                t,
+            });
         }
         if i >= n {
-            return Some(State { q: self.q[n - 1].clone(), v: self.v[n - 1].clone(), t });
+            return Some(State {
+                q: self.q[n - 1].clone(),
+                v: self.v[n - 1].clone(),
+                t,
+            });
         }
         let (t0, t1) = (self.t[i - 1], self.t[i]);
         let a = if t1 > t0 { (t - t0) / (t1 - t0) } else { 0.0 };
@@ -66,22 +78,42 @@ impl Trajectory {
     /// Unreadable file or missing columns.
     pub fn read(path: &Path) -> Result<Self, ResultsError> {
         let df = read_frame(path)?;
-        let bad = |m: String| ResultsError::Table { path: path.to_path_buf(), message: m };
+        let bad = |m: String| ResultsError::Table {
+            path: path.to_path_buf(),
+            message: m,
+        };
         let get = |name: &str| -> Result<Vec<f64>, ResultsError> {
             let col = df.column(name).map_err(|e| bad(e.to_string()))?;
-            let col = col.cast(&DataType::Float64).map_err(|e| bad(e.to_string()))?;
+            let col = col
+                .cast(&DataType::Float64)
+                .map_err(|e| bad(e.to_string()))?;
             let ca = col.f64().map_err(|e| bad(e.to_string()))?;
-            Ok((0..ca.len()).map(|i| ca.get(i).unwrap_or(f64::NAN)).collect())
+            Ok((0..ca.len())
+                .map(|i| ca.get(i).unwrap_or(f64::NAN))
+                .collect())
         };
-        let count = |prefix: &str| df.get_column_names().iter().filter(|c| c.starts_with(prefix)).count();
+        let count = |prefix: &str| {
+            df.get_column_names()
+                .iter()
+                .filter(|c| c.starts_with(prefix))
+                .count()
+        };
         let (nq, nv) = (count("qpos_"), count("qvel_"));
         let t = get("t")?;
-        let qs: Vec<Vec<f64>> = (0..nq).map(|i| get(&format!("qpos_{i}"))).collect::<Result<_, _>>()?;
-        let vs: Vec<Vec<f64>> = (0..nv).map(|i| get(&format!("qvel_{i}"))).collect::<Result<_, _>>()?;
+        let qs: Vec<Vec<f64>> = (0..nq)
+            .map(|i| get(&format!("qpos_{i}")))
+            .collect::<Result<_, _>>()?;
+        let vs: Vec<Vec<f64>> = (0..nv)
+            .map(|i| get(&format!("qvel_{i}")))
+            .collect::<Result<_, _>>()?;
         let n = t.len();
         Ok(Self {
-            q: (0..n).map(|k| DVector::from_iterator(nq, qs.iter().map(|c| c[k]))).collect(),
-            v: (0..n).map(|k| DVector::from_iterator(nv, vs.iter().map(|c| c[k]))).collect(),
+            q: (0..n)
+                .map(|k| DVector::from_iterator(nq, qs.iter().map(|c| c[k])))
+                .collect(),
+            v: (0..n)
+                .map(|k| DVector::from_iterator(nv, vs.iter().map(|c| c[k])))
+                .collect(),
             t,
         })
     }
@@ -133,10 +165,16 @@ impl StepLog {
         let nv = self.traj.v.first().map_or(0, |v| v.len());
         let mut cols = vec![Column::new("t".into(), self.traj.t.clone())];
         for i in 0..nq {
-            cols.push(Column::new(format!("qpos_{i}").into(), self.traj.q.iter().map(|q| q[i]).collect::<Vec<_>>()));
+            cols.push(Column::new(
+                format!("qpos_{i}").into(),
+                self.traj.q.iter().map(|q| q[i]).collect::<Vec<_>>(),
+            ));
         }
         for i in 0..nv {
-            cols.push(Column::new(format!("qvel_{i}").into(), self.traj.v.iter().map(|v| v[i]).collect::<Vec<_>>()));
+            cols.push(Column::new(
+                format!("qvel_{i}").into(),
+                self.traj.v.iter().map(|v| v[i]).collect::<Vec<_>>(),
+            ));
         }
         cols.push(Column::new("n_contacts".into(), self.n_contacts.clone()));
         cols.push(Column::new("iterations".into(), self.iterations.clone()));
@@ -150,7 +188,10 @@ impl StepLog {
     /// # Errors
     /// Encoding or I/O errors.
     pub fn write(&self, path: &Path) -> Result<(), ResultsError> {
-        let mut df = self.to_frame().map_err(|e| ResultsError::Table { path: path.to_path_buf(), message: e.to_string() })?;
+        let mut df = self.to_frame().map_err(|e| ResultsError::Table {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         write_frame(path, &mut df)
     }
 }
@@ -181,7 +222,10 @@ pub fn state_error(model: &Model, q: &DVector<f64>, r: &DVector<f64>) -> StateEr
         match j.kind {
             JointKind::Free => {
                 free = true;
-                let d = ((q[a] - r[a]).powi(2) + (q[a + 1] - r[a + 1]).powi(2) + (q[a + 2] - r[a + 2]).powi(2)).sqrt();
+                let d = ((q[a] - r[a]).powi(2)
+                    + (q[a + 1] - r[a + 1]).powi(2)
+                    + (q[a + 2] - r[a + 2]).powi(2))
+                .sqrt();
                 pos_m = pos_m.max(d);
                 rot_rad = rot_rad.max(angle(a + 3));
             }
@@ -190,5 +234,10 @@ pub fn state_error(model: &Model, q: &DVector<f64>, r: &DVector<f64>) -> StateEr
         }
     }
     let qerr = sq.sqrt();
-    StateError { pos_m, rot_rad, q: qerr, scalar: if free { pos_m } else { qerr } }
+    StateError {
+        pos_m,
+        rot_rad,
+        q: qerr,
+        scalar: if free { pos_m } else { qerr },
+    }
 }

@@ -44,12 +44,22 @@ fn assert_bad(text: &str, line: usize, needles: &[&str]) {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "one message: {err}");
-    assert!(err.contains(&format!("bad.yaml:{line}:")), "line {line}: {err}");
+    assert!(
+        err.contains(&format!("bad.yaml:{line}:")),
+        "line {line}: {err}"
+    );
     for n in needles {
         assert!(err.contains(n), "'{n}' in {err}");
     }
-    assert_eq!(std::fs::read_to_string(existing.join("runs.csv")).unwrap(), "sentinel");
-    assert_eq!(std::fs::read_dir(&existing).unwrap().count(), 1, "nothing written");
+    assert_eq!(
+        std::fs::read_to_string(existing.join("runs.csv")).unwrap(),
+        "sentinel"
+    );
+    assert_eq!(
+        std::fs::read_dir(&existing).unwrap().count(),
+        1,
+        "nothing written"
+    );
     let c = contactlab(&["check", "bad.yaml"], tmp.path());
     assert_eq!(c.status.code(), Some(2));
 }
@@ -61,38 +71,78 @@ fn bad_config_unknown_key() {
 
 #[test]
 fn bad_config_unknown_scene_parameter() {
-    assert_bad(&GOOD.replace("  - name: falling_point\nform", "  - name: falling_point\n    hieght: 1\nform"), 4, &["scenes[0].hieght", "unknown field"]);
+    assert_bad(
+        &GOOD.replace(
+            "  - name: falling_point\nform",
+            "  - name: falling_point\n    hieght: 1\nform",
+        ),
+        4,
+        &["scenes[0].hieght", "unknown field"],
+    );
 }
 
 #[test]
 fn bad_config_wrong_type() {
-    assert_bad(&GOOD.replace("horizon: 0.2", "horizon: soon"), 9, &["horizon", "invalid type"]);
+    assert_bad(
+        &GOOD.replace("horizon: 0.2", "horizon: soon"),
+        9,
+        &["horizon", "invalid type"],
+    );
 }
 
 #[test]
 fn bad_config_negative_timestep() {
-    assert_bad(&GOOD.replace("[0.01, 0.02]", "[0.01, -0.02]"), 7, &["sweep.timestep", "> 0"]);
+    assert_bad(
+        &GOOD.replace("[0.01, 0.02]", "[0.01, -0.02]"),
+        7,
+        &["sweep.timestep", "> 0"],
+    );
 }
 
 #[test]
 fn bad_config_zero_timestep() {
-    assert_bad(&GOOD.replace("[0.01, 0.02]", "[0]"), 7, &["sweep.timestep", "> 0"]);
+    assert_bad(
+        &GOOD.replace("[0.01, 0.02]", "[0]"),
+        7,
+        &["sweep.timestep", "> 0"],
+    );
 }
 
 #[test]
 fn bad_config_unknown_scene_lists_valid_names() {
-    assert_bad(&GOOD.replacen("- name: falling_point", "- name: box_slid", 1), 3, &["scenes[0].name", "box_slid", "valid names", "falling_point"]);
+    assert_bad(
+        &GOOD.replacen("- name: falling_point", "- name: box_slid", 1),
+        3,
+        &["scenes[0].name", "box_slid", "valid names", "falling_point"],
+    );
 }
 
 #[test]
 fn bad_config_unknown_formulation_lists_valid_names() {
-    let text = GOOD.replace("formulations:\n  - name: falling_point", "formulations:\n  - name: penalti");
-    assert_bad(&text, 5, &["formulations[0].name", "penalti", "valid names", "penalty", "falling_point"]);
+    let text = GOOD.replace(
+        "formulations:\n  - name: falling_point",
+        "formulations:\n  - name: penalti",
+    );
+    assert_bad(
+        &text,
+        5,
+        &[
+            "formulations[0].name",
+            "penalti",
+            "valid names",
+            "penalty",
+            "falling_point",
+        ],
+    );
 }
 
 #[test]
 fn bad_config_empty_sweep() {
-    assert_bad(&GOOD.replace("seed: [0, 1]", "seed: []"), 8, &["sweep.seed", "empty"]);
+    assert_bad(
+        &GOOD.replace("seed: [0, 1]", "seed: []"),
+        8,
+        &["sweep.seed", "empty"],
+    );
 }
 
 #[test]
@@ -106,7 +156,11 @@ fn bad_config_duplicate_labels() {
 
 #[test]
 fn bad_config_horizon_shorter_than_one_step() {
-    assert_bad(&GOOD.replace("horizon: 0.2", "horizon: 0.015"), 9, &["horizon", "shorter than one step"]);
+    assert_bad(
+        &GOOD.replace("horizon: 0.2", "horizon: 0.015"),
+        9,
+        &["horizon", "shorter than one step"],
+    );
 }
 
 #[test]
@@ -115,7 +169,10 @@ fn bad_config_unreadable_file() {
     let o = contactlab(&["run", "missing.yaml"], tmp.path());
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("missing.yaml") && err.contains("cannot read"), "{err}");
+    assert!(
+        err.contains("missing.yaml") && err.contains("cannot read"),
+        "{err}"
+    );
     assert!(!tmp.path().join("results").exists());
 }
 
@@ -134,7 +191,18 @@ fn check_prints_the_grid() {
 fn list_shows_formulations_scenes_metrics_figures() {
     let o = contactlab(&["list"], Path::new("."));
     let out = String::from_utf8_lossy(&o.stdout);
-    for n in ["FORMULATIONS", "penalty", "falling_point", "stiffness", "N/m", "SCENES", "METRICS", "max_penetration_m", "FIGURES", "error_vs_timestep"] {
+    for n in [
+        "FORMULATIONS",
+        "penalty",
+        "falling_point",
+        "stiffness",
+        "N/m",
+        "SCENES",
+        "METRICS",
+        "max_penetration_m",
+        "FIGURES",
+        "error_vs_timestep",
+    ] {
         assert!(out.contains(n), "{n} in {out}");
     }
 }
@@ -152,22 +220,80 @@ fn help_teaches_the_commands() {
 fn simulate_writes_the_trajectory_columns() {
     let tmp = tempfile::tempdir().unwrap();
     let o = contactlab(
-        &["simulate", "--scene", "falling_point", "--scene-param", "height=2", "--formulation", "falling_point", "--param", "stiffness=1e5", "--timestep", "0.01", "--horizon", "0.1", "--out", "t.csv"],
+        &[
+            "simulate",
+            "--scene",
+            "falling_point",
+            "--scene-param",
+            "height=2",
+            "--formulation",
+            "falling_point",
+            "--param",
+            "stiffness=1e5",
+            "--timestep",
+            "0.01",
+            "--horizon",
+            "0.1",
+            "--out",
+            "t.csv",
+        ],
         tmp.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(tmp.path().join("t.csv")).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next().unwrap(), "t,qpos_0,qvel_0,n_contacts,iterations,residual,diverged");
+    assert_eq!(
+        lines.next().unwrap(),
+        "t,qpos_0,qvel_0,n_contacts,iterations,residual,diverged"
+    );
     assert_eq!(lines.count(), 11);
-    let p = contactlab(&["simulate", "--scene", "falling_point", "--formulation", "falling_point", "--out", "t.parquet"], tmp.path());
+    let p = contactlab(
+        &[
+            "simulate",
+            "--scene",
+            "falling_point",
+            "--formulation",
+            "falling_point",
+            "--out",
+            "t.parquet",
+        ],
+        tmp.path(),
+    );
     assert!(p.status.success(), "{}", stderr(&p));
-    let m = contactlab(&["simulate", "--mjcf", "m.xml", "--formulation", "falling_point", "--out", "t.csv"], tmp.path());
+    let m = contactlab(
+        &[
+            "simulate",
+            "--mjcf",
+            "m.xml",
+            "--formulation",
+            "falling_point",
+            "--out",
+            "t.csv",
+        ],
+        tmp.path(),
+    );
     // Exit 2 either way: before the MJCF loader is registered it says so; after, the loader
     // reports the missing file.
     assert_eq!(m.status.code(), Some(2), "{}", stderr(&m));
-    assert!(stderr(&m).contains("MJCF loader") || stderr(&m).contains("m.xml"), "{}", stderr(&m));
-    let b = contactlab(&["simulate", "--scene", "falling_point", "--formulation", "falling_point", "--param", "stifness=1", "--out", "t.csv"], tmp.path());
+    assert!(
+        stderr(&m).contains("MJCF loader") || stderr(&m).contains("m.xml"),
+        "{}",
+        stderr(&m)
+    );
+    let b = contactlab(
+        &[
+            "simulate",
+            "--scene",
+            "falling_point",
+            "--formulation",
+            "falling_point",
+            "--param",
+            "stifness=1",
+            "--out",
+            "t.csv",
+        ],
+        tmp.path(),
+    );
     assert_eq!(b.status.code(), Some(2));
     assert!(stderr(&b).contains("stifness"));
 }
@@ -184,7 +310,9 @@ fn run_then_report_redraws_from_rows() {
     let r = contactlab(&["report", "results/clitest"], tmp.path());
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(dir.join("report.md").exists());
-    assert!(dir.join("figures/penetration_vs_timestep__falling_point.svg").exists());
+    assert!(dir
+        .join("figures/penetration_vs_timestep__falling_point.svg")
+        .exists());
 }
 
 #[test]
@@ -206,7 +334,20 @@ fn killed_run_resumes_and_keeps_finished_cells() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let count = |d: &Path| std::fs::read_dir(d).map(|r| r.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count()).unwrap_or(0);
+    let count = |d: &Path| {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "json")
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
     let start = Instant::now();
     while count(&cells) < 2 && start.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(20));
@@ -229,6 +370,11 @@ fn killed_run_resumes_and_keeps_finished_cells() {
     assert!(out.contains(&format!("{} resumed", kept.len())), "{out}");
     assert!(out.contains("8 cells"), "{out}");
     for (p, t) in kept {
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), t, "{} recomputed", p.display());
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            t,
+            "{} recomputed",
+            p.display()
+        );
     }
 }

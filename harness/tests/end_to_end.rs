@@ -38,7 +38,13 @@ fn plan_of(dir: &Path, text: &str) -> Plan {
 }
 
 fn run_into(plan: &Plan, dir: &Path, stop_after: Option<usize>) -> RunSummary {
-    let opts = RunOptions { dir: dir.to_path_buf(), jobs: 2, fresh: false, progress: false, stop_after };
+    let opts = RunOptions {
+        dir: dir.to_path_buf(),
+        jobs: 2,
+        fresh: false,
+        progress: false,
+        stop_after,
+    };
     run(plan, &Catalog::with_testkit(), &opts).unwrap()
 }
 
@@ -48,7 +54,8 @@ fn find<'a>(rows: &'a [Row], height: &str, label: &str, h: f64, seed: u64) -> &'
             r.str("label") == label
                 && r.f64("timestep_s") == h
                 && r.u64("seed") == seed
-                && r.str("scene_params").contains(&format!("\"height\":{height}"))
+                && r.str("scene_params")
+                    .contains(&format!("\"height\":{height}"))
         })
         .unwrap_or_else(|| panic!("no row for {height} {label} {h} {seed}"))
 }
@@ -76,11 +83,19 @@ fn tiny_experiment_rows_statuses_and_closed_forms() {
     assert_eq!(r.str("status"), "ok");
     assert_eq!(r.u64("steps"), 100);
     let err_final = G * t * (h - h_ref) / 2.0;
-    assert!((r.f64("traj_error_final") - err_final).abs() < 1e-9, "{} vs {err_final}", r.f64("traj_error_final"));
+    assert!(
+        (r.f64("traj_error_final") - err_final).abs() < 1e-9,
+        "{} vs {err_final}",
+        r.f64("traj_error_final")
+    );
     let err_mean = G * h * (h - h_ref) / 2.0 * (100.0 + 1.0) / 2.0;
     assert!((r.f64("traj_error_mean") - err_mean).abs() < 1e-9);
     let drift = -0.5 * G * G * h * t;
-    assert!((r.f64("energy_drift_j") - drift).abs() < 1e-9, "{} vs {drift}", r.f64("energy_drift_j"));
+    assert!(
+        (r.f64("energy_drift_j") - drift).abs() < 1e-9,
+        "{} vs {drift}",
+        r.f64("energy_drift_j")
+    );
     assert_eq!(r.f64("max_penetration_m"), 0.0);
     assert_eq!(r.f64("iterations_mean"), 1.0);
     assert!(r.f64("reanchored_error_mean") >= 0.0);
@@ -92,11 +107,20 @@ fn tiny_experiment_rows_statuses_and_closed_forms() {
     assert_eq!(r.str("status"), "diverged");
     assert!(!r.str("reason").is_empty());
     // Outputs.
-    for f in ["runs.csv", "manifest.json", "config.resolved.yaml", "report.md"] {
+    for f in [
+        "runs.csv",
+        "manifest.json",
+        "config.resolved.yaml",
+        "report.md",
+    ] {
         assert!(out.join(f).exists(), "{f}");
     }
-    assert!(out.join("figures/error_vs_timestep__falling_point.png").exists());
-    assert!(out.join("figures/error_vs_timestep__falling_point.svg").exists());
+    assert!(out
+        .join("figures/error_vs_timestep__falling_point.png")
+        .exists());
+    assert!(out
+        .join("figures/error_vs_timestep__falling_point.svg")
+        .exists());
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("Largest stable"));
 }
@@ -104,7 +128,10 @@ fn tiny_experiment_rows_statuses_and_closed_forms() {
 #[test]
 fn runs_parquet_reads_back_with_polars() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = plan_of(tmp.path(), &TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]"));
+    let p = plan_of(
+        tmp.path(),
+        &TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]"),
+    );
     let out = tmp.path().join("r");
     run_into(&p, &out, None);
     let df = read_frame(&out.join("runs.parquet")).unwrap();
@@ -122,23 +149,49 @@ fn interrupted_run_resumes_without_recomputing_finished_cells() {
     let tmp = tempfile::tempdir().unwrap();
     let p = plan_of(tmp.path(), TINY);
     let out = tmp.path().join("r");
-    let opts = RunOptions { dir: out.clone(), jobs: 1, fresh: false, progress: false, stop_after: Some(5) };
+    let opts = RunOptions {
+        dir: out.clone(),
+        jobs: 1,
+        fresh: false,
+        progress: false,
+        stop_after: Some(5),
+    };
     let first = run(&p, &Catalog::with_testkit(), &opts).unwrap();
     assert_eq!(first.ran, 5);
     assert_eq!(first.remaining, 19);
-    let files: Vec<_> = std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(files.len(), 5);
-    let before: Vec<String> = files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect();
+    let before: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
 
     let second = run_into(&p, &out, None);
     assert_eq!((second.resumed, second.ran, second.remaining), (5, 19, 0));
     for (f, text) in files.iter().zip(&before) {
-        assert_eq!(&std::fs::read_to_string(f).unwrap(), text, "{} was recomputed", f.display());
+        assert_eq!(
+            &std::fs::read_to_string(f).unwrap(),
+            text,
+            "{} was recomputed",
+            f.display()
+        );
     }
-    assert_eq!(contactlab_harness::results::read_runs(&out).unwrap().len(), 24);
+    assert_eq!(
+        contactlab_harness::results::read_runs(&out).unwrap().len(),
+        24
+    );
 
     // --fresh starts over.
-    let opts = RunOptions { dir: out.clone(), jobs: 2, fresh: true, progress: false, stop_after: None };
+    let opts = RunOptions {
+        dir: out.clone(),
+        jobs: 2,
+        fresh: true,
+        progress: false,
+        stop_after: None,
+    };
     let third = run(&p, &Catalog::with_testkit(), &opts).unwrap();
     assert_eq!((third.resumed, third.ran), (0, 24));
 }
@@ -146,28 +199,51 @@ fn interrupted_run_resumes_without_recomputing_finished_cells() {
 #[test]
 fn per_step_logs_are_written_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let text = TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]").replace("horizon: 0.2", "horizon: 0.2\nlog_steps: true");
+    let text = TINY
+        .replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]")
+        .replace("horizon: 0.2", "horizon: 0.2\nlog_steps: true");
     let p = plan_of(tmp.path(), &text);
     let out = tmp.path().join("r");
     run_into(&p, &out, None);
     let id = &p.cells[0].id;
     let df = read_frame(&out.join(format!("steps/{id}.parquet"))).unwrap();
     assert_eq!(df.height(), 21);
-    let names: Vec<String> = df.get_column_names().iter().map(|s| s.to_string()).collect();
-    assert_eq!(names, ["t", "qpos_0", "qvel_0", "n_contacts", "iterations", "residual", "diverged"]);
+    let names: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "t",
+            "qpos_0",
+            "qvel_0",
+            "n_contacts",
+            "iterations",
+            "residual",
+            "diverged"
+        ]
+    );
 }
 
 #[test]
 fn a_seed_reaches_scenes_with_a_seed_parameter() {
     let tmp = tempfile::tempdir().unwrap();
     let p = plan_of(tmp.path(), TINY);
-    assert!(p.cells.iter().all(|c| c.scene_params["seed"].as_u64() == Some(c.seed)));
+    assert!(p
+        .cells
+        .iter()
+        .all(|c| c.scene_params["seed"].as_u64() == Some(c.seed)));
 }
 
 #[test]
 fn the_scene_closed_form_values_are_recorded() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = plan_of(tmp.path(), &TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]"));
+    let p = plan_of(
+        tmp.path(),
+        &TINY.replace("timestep: [0.001, 0.002, 0.05]", "timestep: [0.01]"),
+    );
     let out = tmp.path().join("r");
     run_into(&p, &out, None);
     let rows = contactlab_harness::results::read_runs(&out).unwrap();
@@ -175,7 +251,9 @@ fn the_scene_closed_form_values_are_recorded() {
     let a: serde_json::Value = serde_json::from_str(r.str("analytic")).unwrap();
     let impact = a["impact_time_s"][0].as_f64().unwrap();
     assert!((impact - (2.0 * 0.95 / G).sqrt()).abs() < 1e-12);
-    assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("impact_time_s"));
+    assert!(std::fs::read_to_string(out.join("report.md"))
+        .unwrap()
+        .contains("impact_time_s"));
 }
 
 #[test]
@@ -183,8 +261,12 @@ fn a_trajectory_file_serves_as_reference() {
     use contactlab_harness::runner::rollout;
     let tmp = tempfile::tempdir().unwrap();
     let catalog = Catalog::with_testkit();
-    let scene = catalog.build_scene("falling_point", &serde_json::json!({})).unwrap();
-    let mut f = catalog.build_formulation("falling_point", &serde_json::json!({})).unwrap();
+    let scene = catalog
+        .build_scene("falling_point", &serde_json::json!({}))
+        .unwrap();
+    let mut f = catalog
+        .build_formulation("falling_point", &serde_json::json!({}))
+        .unwrap();
     let r = rollout(&scene, f.as_mut(), 0.0005, 0.2, None, true);
     r.log.unwrap().write(&tmp.path().join("ref.csv")).unwrap();
     let text = "name: traj\nscenes:\n  - name: falling_point\nformulations:\n  - name: falling_point\nsweep:\n  timestep: [0.002]\nhorizon: 0.2\nreference: {kind: trajectory, file: ref.csv}\n";
@@ -193,5 +275,9 @@ fn a_trajectory_file_serves_as_reference() {
     run_into(&p, &out, None);
     let rows = contactlab_harness::results::read_runs(&out).unwrap();
     let expected = G * 0.2 * (0.002 - 0.0005) / 2.0;
-    assert!((rows[0].f64("traj_error_final") - expected).abs() < 1e-9, "{}", rows[0].f64("traj_error_final"));
+    assert!(
+        (rows[0].f64("traj_error_final") - expected).abs() < 1e-9,
+        "{}",
+        rows[0].f64("traj_error_final")
+    );
 }

@@ -27,12 +27,21 @@ fn quickstart_validates_once_its_names_are_registered() {
     let cfg = parse(Path::new("quickstart.yaml"), QUICKSTART_YAML).unwrap();
     let catalog = Catalog::builtin();
     let ready = cfg.scenes.iter().all(|s| catalog.scene(&s.name).is_ok())
-        && cfg.formulations.iter().all(|f| catalog.formulation(&f.name).is_ok());
+        && cfg
+            .formulations
+            .iter()
+            .all(|f| catalog.formulation(&f.name).is_ok());
     if !ready {
         eprintln!("quickstart names scenes or formulations not registered yet; skipping");
         return;
     }
     let n = cfg.scenes.len() * cfg.formulations.len() * 6 * 2;
-    let p = plan(Path::new("configs/quickstart.yaml"), QUICKSTART_YAML, cfg, &catalog).unwrap();
+    let p = plan(
+        Path::new("configs/quickstart.yaml"),
+        QUICKSTART_YAML,
+        cfg,
+        &catalog,
+    )
+    .unwrap();
     assert_eq!(p.cells.len(), n);
 }

@@ -30,29 +30,53 @@ fn single_steps(c: &mut Criterion) {
     let mut g = c.benchmark_group("soft_convex_step");
     g.throughput(Throughput::Elements(1));
     // In flight (t = 0.1 s), first contact steps (0.216 s), resting (1.5 s).
-    for (label, t) in [("box_drop_in_flight", 0.1), ("box_drop_at_impact", 0.216), ("box_drop_at_rest", 1.5)] {
+    for (label, t) in [
+        ("box_drop_in_flight", 0.1),
+        ("box_drop_at_impact", 0.216),
+        ("box_drop_at_rest", 1.5),
+    ] {
         let (scene, f, s) = box_drop_at(t);
         g.bench_function(label, |b| {
-            b.iter_batched(|| (f.clone(), s.clone()), |(mut f, mut s)| f.step(&scene.model, &mut s, &[], H), BatchSize::SmallInput)
+            b.iter_batched(
+                || (f.clone(), s.clone()),
+                |(mut f, mut s)| f.step(&scene.model, &mut s, &[], H),
+                BatchSize::SmallInput,
+            )
         });
     }
     let scene = build("cartpole", &json!({})).unwrap();
     let f = SoftConvex::new(SoftConvexParams::default()).unwrap();
     g.bench_function("cartpole", |b| {
-        b.iter_batched(|| (f.clone(), scene.initial.clone()), |(mut f, mut s)| f.step(&scene.model, &mut s, &[0.0], H), BatchSize::SmallInput)
+        b.iter_batched(
+            || (f.clone(), scene.initial.clone()),
+            |(mut f, mut s)| f.step(&scene.model, &mut s, &[0.0], H),
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }
 
 fn batch_64_worlds(c: &mut Criterion) {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
     let scene = build("box_drop", &json!({})).unwrap();
     let mut g = c.benchmark_group("soft_convex_batch");
     // 64 worlds x 100 steps from the drop: world-steps per iteration.
     g.throughput(Throughput::Elements(64 * 100));
     g.bench_function("box_drop_64_worlds_2_threads_100_steps", |b| {
         b.iter_batched(
-            || (0..64).map(|_| (SoftConvex::new(SoftConvexParams::default()).unwrap(), scene.initial.clone())).collect::<Vec<_>>(),
+            || {
+                (0..64)
+                    .map(|_| {
+                        (
+                            SoftConvex::new(SoftConvexParams::default()).unwrap(),
+                            scene.initial.clone(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            },
             |mut worlds| {
                 pool.install(|| {
                     worlds.par_iter_mut().for_each(|(f, s)| {

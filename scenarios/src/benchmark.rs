@@ -18,25 +18,44 @@ pub mod box_traversal;
 pub mod cartpole_task;
 pub mod grasp;
 
-pub use box_traversal::{box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline};
+pub use box_traversal::{
+    box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline,
+};
 pub use cartpole_task::{cartpole_loss, CartpoleTask, CartpoleTaskParams, PerStep};
 pub use grasp::{GraspMonitor, GraspParams, GraspSummary};
 
 /// Registry entries of the benchmark scenes.
-pub const ENTRIES: &[SceneEntry] = &[box_traversal::BOX_TRAVERSAL, grasp::GRASP, cartpole_task::CARTPOLE_TASK, cartpole_task::CARTPOLE_TASK_OSTRICH];
+pub const ENTRIES: &[SceneEntry] = &[
+    box_traversal::BOX_TRAVERSAL,
+    grasp::GRASP,
+    cartpole_task::CARTPOLE_TASK,
+    cartpole_task::CARTPOLE_TASK_OSTRICH,
+];
 
 /// Penalty and MuJoCo contact material with sliding friction `friction` (-) and penalty
 /// stiffness `ke` (N/m), damping `kd` (N s/m), viscous friction `kf` (N s/m).
 fn material(friction: f64, ke: f64, kd: f64, kf: f64) -> ContactMaterial {
-    ContactMaterial { friction: [friction, 0.005, 1e-4], ke, kd, kf, ..ContactMaterial::default() }
+    ContactMaterial {
+        friction: [friction, 0.005, 1e-4],
+        ke,
+        kd,
+        kf,
+        ..ContactMaterial::default()
+    }
 }
 
 fn model(name: &str, parts: ModelParts) -> Result<Model, SceneError> {
-    Model::new(parts).map_err(|source| SceneError::Model { name: name.to_string(), source })
+    Model::new(parts).map_err(|source| SceneError::Model {
+        name: name.to_string(),
+        source,
+    })
 }
 
 fn bad(name: &str, message: String) -> SceneError {
-    SceneError::BadParams { name: name.to_string(), message }
+    SceneError::BadParams {
+        name: name.to_string(),
+        message,
+    }
 }
 
 /// Err unless every value is finite and > 0.

@@ -44,22 +44,49 @@ struct Material {
 
 impl Material {
     fn contact(&self) -> ContactMaterial {
-        ContactMaterial { friction: [self.friction, 0.005, 1e-4], ke: self.ke, kd: self.kd, kf: self.kf, ..ContactMaterial::default() }
+        ContactMaterial {
+            friction: [self.friction, 0.005, 1e-4],
+            ke: self.ke,
+            kd: self.kd,
+            kf: self.kf,
+            ..ContactMaterial::default()
+        }
     }
 }
 
 const MATERIAL_DOCS: [ParamDoc; 3] = [
-    ParamDoc { name: "ke", default: "100000.0", unit: "N/m", doc: "penalty contact stiffness of both geoms" },
-    ParamDoc { name: "kd", default: "100.0", unit: "N s/m", doc: "penalty contact damping of both geoms" },
-    ParamDoc { name: "kf", default: "200.0", unit: "N s/m", doc: "penalty viscous friction of both geoms" },
+    ParamDoc {
+        name: "ke",
+        default: "100000.0",
+        unit: "N/m",
+        doc: "penalty contact stiffness of both geoms",
+    },
+    ParamDoc {
+        name: "kd",
+        default: "100.0",
+        unit: "N s/m",
+        doc: "penalty contact damping of both geoms",
+    },
+    ParamDoc {
+        name: "kf",
+        default: "200.0",
+        unit: "N s/m",
+        doc: "penalty viscous friction of both geoms",
+    },
 ];
 
 fn model(name: &str, parts: ModelParts) -> Result<Model, SceneError> {
-    Model::new(parts).map_err(|source| SceneError::Model { name: name.to_string(), source })
+    Model::new(parts).map_err(|source| SceneError::Model {
+        name: name.to_string(),
+        source,
+    })
 }
 
 fn bad(name: &str, message: String) -> SceneError {
-    SceneError::BadParams { name: name.to_string(), message }
+    SceneError::BadParams {
+        name: name.to_string(),
+        message,
+    }
 }
 
 /// The ground: a plane through the origin tilted by `angle` (rad) about y (downhill is +x).
@@ -71,10 +98,25 @@ fn floor(angle: f64, material: &Material) -> Geom {
 }
 
 /// A free body named `name` with a geom `geom_name` of `shape`, mass and principal inertia.
-fn free_body(parts: &mut ModelParts, name: &str, shape: GeomShape, mass: f64, inertia: f64, material: &Material) {
+fn free_body(
+    parts: &mut ModelParts,
+    name: &str,
+    shape: GeomShape,
+    mass: f64,
+    inertia: f64,
+    material: &Material,
+) {
     let body = parts.bodies.len() + 1;
-    parts.bodies.push(Body::new(name, 0, Vec3::zeros(), mass, Vec3::repeat(inertia)));
-    parts.joints.push(Joint::new(format!("{name}_free"), JointKind::Free, body));
+    parts.bodies.push(Body::new(
+        name,
+        0,
+        Vec3::zeros(),
+        mass,
+        Vec3::repeat(inertia),
+    ));
+    parts
+        .joints
+        .push(Joint::new(format!("{name}_free"), JointKind::Free, body));
     let mut g = Geom::new(format!("{name}_geom"), body, shape);
     g.material = material.contact();
     parts.geoms.push(g);
@@ -99,7 +141,10 @@ fn positive(name: &str, what: &str, v: f64) -> Result<(), SceneError> {
 
 fn check_material(name: &str, m: &Material) -> Result<(), SceneError> {
     if !(m.friction.is_finite() && m.friction >= 0.0) {
-        return Err(bad(name, format!("friction = {} must be finite and >= 0", m.friction)));
+        return Err(bad(
+            name,
+            format!("friction = {} must be finite and >= 0", m.friction),
+        ));
     }
     positive(name, "ke", m.ke)?;
     for (what, v) in [("kd", m.kd), ("kf", m.kf)] {

@@ -125,10 +125,13 @@ pub const SCENES: &[SceneEntry] = &{
 /// # Errors
 /// [`SceneError::Unknown`] listing the valid names.
 pub fn find(name: &str) -> Result<&'static SceneEntry, SceneError> {
-    SCENES.iter().find(|e| e.name == name).ok_or_else(|| SceneError::Unknown {
-        name: name.to_string(),
-        valid: SCENES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
-    })
+    SCENES
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| SceneError::Unknown {
+            name: name.to_string(),
+            valid: SCENES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 /// Build scene `name` from a JSON object of parameters.
@@ -143,9 +146,15 @@ pub fn build(name: &str, params: &serde_json::Value) -> Result<Scene, SceneError
 ///
 /// # Errors
 /// [`SceneError::BadParams`] with serde's message (it names the key).
-pub fn parse_params<P: serde::de::DeserializeOwned + Default>(name: &str, v: &serde_json::Value) -> Result<P, SceneError> {
+pub fn parse_params<P: serde::de::DeserializeOwned + Default>(
+    name: &str,
+    v: &serde_json::Value,
+) -> Result<P, SceneError> {
     if v.is_null() {
         return Ok(P::default());
     }
-    serde_json::from_value(v.clone()).map_err(|e| SceneError::BadParams { name: name.to_string(), message: e.to_string() })
+    serde_json::from_value(v.clone()).map_err(|e| SceneError::BadParams {
+        name: name.to_string(),
+        message: e.to_string(),
+    })
 }

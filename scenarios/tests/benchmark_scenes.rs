@@ -9,7 +9,14 @@ use serde_json::{json, Value};
 
 /// Run `scene` under formulation `f` (with `params`) at step `h` for `duration` s with the
 /// scene's control law; panics on divergence; calls `observe` after each step.
-fn run(scene: &Scene, f: &str, params: Value, h: f64, duration: f64, mut observe: impl FnMut(&State, &StepReport)) -> State {
+fn run(
+    scene: &Scene,
+    f: &str,
+    params: Value,
+    h: f64,
+    duration: f64,
+    mut observe: impl FnMut(&State, &StepReport),
+) -> State {
     let mut form = formulation::build(f, &params).unwrap();
     let mut s = scene.initial.clone();
     let steps = (duration / h).round() as usize;
@@ -30,7 +37,10 @@ fn crosses_box(f: &str, params: Value, h: f64) {
     let mut min_up = 1.0f64;
     let mut max_z = 0.0f64;
     let (mut max_pen, mut max_contacts) = (0.0f64, 0usize);
-    let wheels: Vec<usize> = ["wheel_left_geom", "wheel_right_geom", "wheel_rear_geom"].iter().map(|n| scene.model.geom_id(n).unwrap()).collect();
+    let wheels: Vec<usize> = ["wheel_left_geom", "wheel_right_geom", "wheel_rear_geom"]
+        .iter()
+        .map(|n| scene.model.geom_id(n).unwrap())
+        .collect();
     let end = run(&scene, f, params, h, scene.horizon, |s, r| {
         min_up = min_up.min(chassis_up(s));
         max_z = max_z.max(s.q[2]);
@@ -38,7 +48,8 @@ fn crosses_box(f: &str, params: Value, h: f64) {
             max_pen = max_pen.max(-c.gap);
         }
         for w in &wheels {
-            max_contacts = max_contacts.max(r.contacts.iter().filter(|c| c.geoms.contains(w)).count());
+            max_contacts =
+                max_contacts.max(r.contacts.iter().filter(|c| c.geoms.contains(w)).count());
         }
     });
     let rear_x = end.q[0] - 0.75 * chassis_yaw(&end).cos();
@@ -48,11 +59,25 @@ fn crosses_box(f: &str, params: Value, h: f64) {
     );
     // Measured 6.4 mm (soft_convex, MuJoCo's default solref on the box edge) and 2.5 mm (penalty).
     assert!(max_pen < 0.01, "{f}: penetration {max_pen} m");
-    assert!(rear_x > 1.74 + 0.35, "{f}: rear wheel at x = {rear_x}, not past the box");
-    assert!(max_z > 0.35 + 0.06, "{f}: the chassis never climbed (max z {max_z})");
+    assert!(
+        rear_x > 1.74 + 0.35,
+        "{f}: rear wheel at x = {rear_x}, not past the box"
+    );
+    assert!(
+        max_z > 0.35 + 0.06,
+        "{f}: the chassis never climbed (max z {max_z})"
+    );
     assert!(min_up > 0.9, "{f}: chassis tipped (min up {min_up})");
-    assert!((end.q[2] - 0.35).abs() < 0.02, "{f}: chassis not back on the ground (z {})", end.q[2]);
-    assert!(end.q[1].abs() < 0.2, "{f}: drifted sideways to y = {}", end.q[1]);
+    assert!(
+        (end.q[2] - 0.35).abs() < 0.02,
+        "{f}: chassis not back on the ground (z {})",
+        end.q[2]
+    );
+    assert!(
+        end.q[1].abs() < 0.2,
+        "{f}: drifted sideways to y = {}",
+        end.q[1]
+    );
 }
 
 #[test]
@@ -72,11 +97,23 @@ fn every_benchmark_scene_runs_with_every_formulation() {
     assert!(!ENTRIES.is_empty());
     for entry in ENTRIES {
         let scene = build(entry.name, &Value::Null).unwrap();
-        assert!(contactlab_scenarios::find(entry.name).is_ok(), "{} not registered", entry.name);
+        assert!(
+            contactlab_scenarios::find(entry.name).is_ok(),
+            "{} not registered",
+            entry.name
+        );
         for fe in FORMULATIONS {
             let end = run(&scene, fe.name, json!({}), 5e-4, 0.3, |_, _| {});
-            let moved = end.q.iter().zip(scene.initial.q.iter()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-            println!("{} / {}: largest coordinate change over 0.3 s {moved:.4}", entry.name, fe.name);
+            let moved = end
+                .q
+                .iter()
+                .zip(scene.initial.q.iter())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            println!(
+                "{} / {}: largest coordinate change over 0.3 s {moved:.4}",
+                entry.name, fe.name
+            );
             assert!(end.q.iter().chain(end.v.iter()).all(|x| x.is_finite()));
             assert!(moved > 1e-3, "{} / {}: nothing moved", entry.name, fe.name);
         }
@@ -85,14 +122,19 @@ fn every_benchmark_scene_runs_with_every_formulation() {
 
 #[test]
 fn box_traversal_spline_loss_success_and_seeds() {
-    use contactlab_scenarios::benchmark::{box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline};
+    use contactlab_scenarios::benchmark::{
+        box_traversal_loss, box_traversal_success, BoxTraversalParams, Pose2, Spline,
+    };
     // Spline: 3 knots over 2 s, linear in between, held outside.
     let sp = Spline::new(2.0, vec![vec![0.0, 1.0], vec![2.0, 1.0], vec![0.0, 3.0]]);
     assert_eq!(sp.at(0.5), vec![1.0, 1.0]);
     assert_eq!(sp.at(1.5), vec![1.0, 2.0]);
     assert_eq!(sp.at(-1.0), vec![0.0, 1.0]);
     assert_eq!(sp.at(5.0), vec![0.0, 3.0]);
-    assert_eq!((sp.weight(1, 0.5), sp.weight(0, 0.5), sp.weight(2, 0.5)), (0.5, 0.5, 0.0));
+    assert_eq!(
+        (sp.weight(1, 0.5), sp.weight(0, 0.5), sp.weight(2, 0.5)),
+        (0.5, 0.5, 0.0)
+    );
     // Loss and success on a hand-made state: 0.1 m from the target, yaw off by 0.2 rad.
     let scene = build("box_traversal", &json!({})).unwrap();
     let mut s = scene.initial.clone();
@@ -100,7 +142,11 @@ fn box_traversal_spline_loss_success_and_seeds() {
     let yaw = 0.2f64;
     s.q[3] = (yaw / 2.0).cos();
     s.q[6] = (yaw / 2.0).sin();
-    let target = Pose2 { x: 3.0, y: 0.0, yaw: 0.0 };
+    let target = Pose2 {
+        x: 3.0,
+        y: 0.0,
+        yaw: 0.0,
+    };
     let loss = box_traversal_loss(&s, &target, 0.5);
     assert!((loss - (0.01 + 0.5 * 0.04)).abs() < 1e-12, "loss {loss}");
     assert!(box_traversal_success(&s, &target));
@@ -111,15 +157,38 @@ fn box_traversal_spline_loss_success_and_seeds() {
     assert!(!box_traversal_success(&s, &target));
     // Seeds: 0 is nominal; others perturb within the documented bounds, reproducibly.
     let nominal = BoxTraversalParams::default().instance();
-    assert_eq!(nominal.0, Pose2 { x: 0.0, y: 0.0, yaw: 0.0 });
-    assert_eq!(nominal.1, Pose2 { x: 3.0, y: 0.0, yaw: 0.0 });
+    assert_eq!(
+        nominal.0,
+        Pose2 {
+            x: 0.0,
+            y: 0.0,
+            yaw: 0.0
+        }
+    );
+    assert_eq!(
+        nominal.1,
+        Pose2 {
+            x: 3.0,
+            y: 0.0,
+            yaw: 0.0
+        }
+    );
     let mut distinct = 0;
     for seed in 1..50u64 {
-        let p = BoxTraversalParams { seed, ..Default::default() };
+        let p = BoxTraversalParams {
+            seed,
+            ..Default::default()
+        };
         let (st, tg) = p.instance();
         assert_eq!((st, tg), p.instance());
-        assert!(st.x.abs() <= 0.1 && st.y.abs() <= 0.1 && st.yaw.abs() <= 5f64.to_radians() + 1e-12);
-        assert!((tg.x - 3.0).abs() <= 0.3 && tg.y.abs() <= 0.3 && tg.yaw.abs() <= 15f64.to_radians() + 1e-12);
+        assert!(
+            st.x.abs() <= 0.1 && st.y.abs() <= 0.1 && st.yaw.abs() <= 5f64.to_radians() + 1e-12
+        );
+        assert!(
+            (tg.x - 3.0).abs() <= 0.3
+                && tg.y.abs() <= 0.3
+                && tg.yaw.abs() <= 15f64.to_radians() + 1e-12
+        );
         if (st.x - nominal.0.x).abs() > 1e-3 {
             distinct += 1;
         }
@@ -133,7 +202,12 @@ fn box_traversal_spline_loss_success_and_seeds() {
 }
 
 /// Run `grasp` with scene parameters `sp` under formulation `f` at step `h` and summarize.
-fn grasp_run(sp: Value, f: &str, fp: Value, h: f64) -> contactlab_scenarios::benchmark::GraspSummary {
+fn grasp_run(
+    sp: Value,
+    f: &str,
+    fp: Value,
+    h: f64,
+) -> contactlab_scenarios::benchmark::GraspSummary {
     use contactlab_scenarios::benchmark::GraspMonitor;
     let scene = build("grasp", &sp).unwrap();
     let mut form = formulation::build(f, &fp).unwrap();
@@ -159,7 +233,10 @@ fn grasp_soft_convex_holds_the_default_box_and_drops_it_at_low_friction() {
     assert!((held.rise_m - 0.2).abs() < 0.015, "rose {} m", held.rise_m);
     assert!(held.slip_m < 0.015, "slipped {} m", held.slip_m);
     for f in held.finger_force_n {
-        assert!((f - 10.0).abs() < 2.0, "finger force {f} N, grip force 10 N");
+        assert!(
+            (f - 10.0).abs() < 2.0,
+            "finger force {f} N, grip force 10 N"
+        );
     }
     let dropped = grasp_run(json!({"friction": 0.05}), "soft_convex", json!({}), 2e-3);
     assert!(!dropped.held, "held at friction 0.05: {dropped:?}");
@@ -168,15 +245,28 @@ fn grasp_soft_convex_holds_the_default_box_and_drops_it_at_low_friction() {
 
 #[test]
 fn grasp_penalty_holds_the_default_box_and_drops_it_at_low_friction() {
-    let held = grasp_run(json!({}), "penalty", json!({"friction": "normalized"}), 5e-4);
+    let held = grasp_run(
+        json!({}),
+        "penalty",
+        json!({"friction": "normalized"}),
+        5e-4,
+    );
     assert!(held.held, "dropped: {held:?}");
     // Viscous friction creeps at about m g / (8 kf) = 3.7 mm/s while loaded (measured 7.3 mm).
     assert!(held.slip_m < 0.015, "slipped {} m", held.slip_m);
     assert!((held.rise_m - 0.2).abs() < 0.015, "rose {} m", held.rise_m);
     for f in held.finger_force_n {
-        assert!((f - 10.0).abs() < 2.0, "finger force {f} N, grip force 10 N");
+        assert!(
+            (f - 10.0).abs() < 2.0,
+            "finger force {f} N, grip force 10 N"
+        );
     }
-    let dropped = grasp_run(json!({"friction": 0.05}), "penalty", json!({"friction": "normalized"}), 5e-4);
+    let dropped = grasp_run(
+        json!({"friction": 0.05}),
+        "penalty",
+        json!({"friction": "normalized"}),
+        5e-4,
+    );
     assert!(!dropped.held, "held at friction 0.05: {dropped:?}");
     assert!(dropped.rise_m < 0.05 && dropped.slip_m > 0.1, "{dropped:?}");
 }
@@ -184,12 +274,22 @@ fn grasp_penalty_holds_the_default_box_and_drops_it_at_low_friction() {
 /// Time (s) for the unforced pole to go from 0.01 rad to 0.02 rad, and the scene's fall rate.
 fn doubling_time(scene_name: &str, f: &str, h: f64) -> (f64, f64) {
     let scene = build(scene_name, &json!({"angle0": 0.01})).unwrap();
-    let lambda = scene.analytic.iter().find(|a| a.name == "fall_rate_per_s").unwrap().value;
+    let lambda = scene
+        .analytic
+        .iter()
+        .find(|a| a.name == "fall_rate_per_s")
+        .unwrap()
+        .value;
     let mut form = formulation::build(f, &json!({})).unwrap();
     let mut s = scene.initial.clone();
     while s.q[1] < 0.02 {
         let r = form.step(&scene.model, &mut s, &[0.0], h);
-        assert!(r.diverged.is_none() && s.t < 2.0, "{f}: {:?} at t {}", r.diverged, s.t);
+        assert!(
+            r.diverged.is_none() && s.t < 2.0,
+            "{f}: {:?} at t {}",
+            r.diverged,
+            s.t
+        );
     }
     (s.t, lambda)
 }
@@ -197,13 +297,19 @@ fn doubling_time(scene_name: &str, f: &str, h: f64) -> (f64, f64) {
 #[test]
 fn cartpole_task_unforced_pole_falls_at_the_linearized_rate() {
     // theta0 cosh(lambda t) = 2 theta0 at t = acosh(2) / lambda (small angles: 0.01-0.02 rad).
-    for (scene, h, lambda_expected) in [("cartpole_task", 2e-3, 3.974), ("cartpole_task_ostrich", 1e-2, 2.810)] {
+    for (scene, h, lambda_expected) in [
+        ("cartpole_task", 2e-3, 3.974),
+        ("cartpole_task_ostrich", 1e-2, 2.810),
+    ] {
         for f in ["soft_convex", "penalty"] {
             let (t, lambda) = doubling_time(scene, f, h);
             let expected = 2f64.acosh() / lambda;
             println!("{scene} {f} h={h}: doubling time {t:.4} s, closed form {expected:.4} s (lambda {lambda:.4} /s)");
             assert!((lambda - lambda_expected).abs() < 2e-3, "lambda {lambda}");
-            assert!((t - expected).abs() < 1.5 * h + 0.01 * expected, "{scene} {f}: {t} vs {expected}");
+            assert!(
+                (t - expected).abs() < 1.5 * h + 0.01 * expected,
+                "{scene} {f}: {t} vs {expected}"
+            );
         }
     }
 }
@@ -231,8 +337,14 @@ fn cartpole_task_feedback_balances_and_zero_force_falls() {
         assert!(lf > 1.0, "{f}: pole did not fall: loss {lf}");
     }
     // Per-step controls and the loss on hand-made values.
-    let ps = PerStep { h: 0.01, forces: vec![1.0, 2.0, 3.0] };
-    assert_eq!((ps.at(0.0), ps.at(0.015), ps.at(0.02), ps.at(9.0)), (vec![1.0], vec![2.0], vec![3.0], vec![3.0]));
+    let ps = PerStep {
+        h: 0.01,
+        forces: vec![1.0, 2.0, 3.0],
+    };
+    assert_eq!(
+        (ps.at(0.0), ps.at(0.015), ps.at(0.02), ps.at(9.0)),
+        (vec![1.0], vec![2.0], vec![3.0], vec![3.0])
+    );
     let mut s = scene.initial.clone();
     s.q[0] = 2.0;
     s.q[1] = 2.0 * std::f64::consts::PI + 0.1;
@@ -252,14 +364,25 @@ fn grasp_lift_speed_sets_the_lift_rate_and_the_horizon() {
     assert!((scene.horizon - 3.5).abs() < 1e-12);
     let h = 2e-3;
     let mut z_mid = f64::NAN;
-    let end = run(&scene, "soft_convex", json!({}), h, scene.horizon, |s, _| {
-        if (s.t - 1.5).abs() < h / 2.0 {
-            z_mid = s.q[0];
-        }
-    });
+    let end = run(
+        &scene,
+        "soft_convex",
+        json!({}),
+        h,
+        scene.horizon,
+        |s, _| {
+            if (s.t - 1.5).abs() < h / 2.0 {
+                z_mid = s.q[0];
+            }
+        },
+    );
     println!("grasp lift_speed 0.1: lift z at 1.5 s {z_mid:.4} m, at the end {:.4} m, object rise {:.4} m", end.q[0], end.q[5] - scene.initial.q[5]);
     assert!((z_mid - 0.1).abs() < 0.005, "lift at {z_mid} m at 1.5 s");
-    assert!((end.q[0] - 0.2).abs() < 0.002, "lift ends at {} m", end.q[0]);
+    assert!(
+        (end.q[0] - 0.2).abs() < 0.002,
+        "lift ends at {} m",
+        end.q[0]
+    );
     assert!(end.q[5] - scene.initial.q[5] > 0.18, "object not lifted");
 }
 
@@ -270,14 +393,28 @@ fn box_traversal_seeded_instance_still_crosses_under_soft_convex() {
     // box (rear wheel past the far edge). Measured: the heading holds until the rear wheel meets
     // the box edge (t ~ 2.6 s), which squares the robot to the edge (yaw 0.036 -> 0.0000 rad);
     // it then drives straight on (lateral drift 0.10 m from the start line).
-    let (start, _) = BoxTraversalParams { seed: 7, ..Default::default() }.instance();
+    let (start, _) = BoxTraversalParams {
+        seed: 7,
+        ..Default::default()
+    }
+    .instance();
     let scene = build("box_traversal", &json!({"seed": 7})).unwrap();
-    let end = run(&scene, "soft_convex", json!({}), 2e-3, scene.horizon, |_, _| {});
+    let end = run(
+        &scene,
+        "soft_convex",
+        json!({}),
+        2e-3,
+        scene.horizon,
+        |_, _| {},
+    );
     let yaw = chassis_yaw(&end);
     let rear_x = end.q[0] - 0.75 * yaw.cos();
     let lateral = -(end.q[0] - start.x) * start.yaw.sin() + (end.q[1] - start.y) * start.yaw.cos();
     println!("seed 7: start yaw {:.4} rad, end ({:.3}, {:.3}) yaw {yaw:.4}, rear x {rear_x:.3}, lateral drift {lateral:.4} m", start.yaw, end.q[0], end.q[1]);
     assert!(start.yaw.abs() > 0.01);
     assert!(rear_x > 1.74 + 0.35 && chassis_up(&end) > 0.99);
-    assert!(lateral.abs() < 0.2 && yaw.abs() < start.yaw.abs(), "lateral {lateral}, yaw {yaw}");
+    assert!(
+        lateral.abs() < 0.2 && yaw.abs() < start.yaw.abs(),
+        "lateral {lateral}, yaw {yaw}"
+    );
 }

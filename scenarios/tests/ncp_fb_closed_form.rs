@@ -48,7 +48,11 @@ fn run(scene: &Scene, initial: State, h: f64, seconds: f64) -> (State, Observed)
     let u = vec![0.0; scene.model.actuators.len()];
     for _ in 0..(seconds / h).round() as usize {
         let r = f.step(&scene.model, &mut s, &u, h);
-        assert!(r.diverged.is_none(), "diverged at h = {h}: {:?}", r.diverged);
+        assert!(
+            r.diverged.is_none(),
+            "diverged at h = {h}: {:?}",
+            r.diverged
+        );
         o.steps += 1;
         o.non_converged += usize::from(!r.converged);
         o.max_iterations = o.max_iterations.max(r.iterations);
@@ -60,7 +64,9 @@ fn run(scene: &Scene, initial: State, h: f64, seconds: f64) -> (State, Observed)
                 o.max_cone_excess = o.max_cone_excess.max((lt - c.mu * ln) / (c.mu * ln));
                 if c.velocity.fixed_rows::<2>(1).norm() > 1e-4 {
                     o.sliding_samples += 1;
-                    o.max_slide_ratio_error = o.max_slide_ratio_error.max((lt - c.mu * ln).abs() / (c.mu * ln));
+                    o.max_slide_ratio_error = o
+                        .max_slide_ratio_error
+                        .max((lt - c.mu * ln).abs() / (c.mu * ln));
                 }
             }
         }
@@ -83,12 +89,23 @@ fn box_drop_at_rest_keeps_its_gap_within_1e_6_m_at_every_h() {
     for h in [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1] {
         let (s, o) = run(&scene, initial.clone(), h, 1.0);
         let final_gap = s.q[2] - CUBE_HALF;
-        println!("h = {h}: {o:?}, final gap {final_gap:.3e} m, drift {:.3e} m", (s.q[0].powi(2) + s.q[1].powi(2)).sqrt());
+        println!(
+            "h = {h}: {o:?}, final gap {final_gap:.3e} m, drift {:.3e} m",
+            (s.q[0].powi(2) + s.q[1].powi(2)).sqrt()
+        );
         assert_eq!(o.non_converged, 0, "h = {h}: non-converged steps");
-        assert!(o.max_loaded_gap <= 1e-6, "h = {h}: gap {}", o.max_loaded_gap);
+        assert!(
+            o.max_loaded_gap <= 1e-6,
+            "h = {h}: gap {}",
+            o.max_loaded_gap
+        );
         assert!(final_gap.abs() <= 1e-6, "h = {h}: final gap {final_gap}");
         assert!(o.max_ncp <= 1e-6, "h = {h}: NCP criterion {}", o.max_ncp);
-        assert!(o.max_cone_excess <= 1e-9, "h = {h}: cone excess {}", o.max_cone_excess);
+        assert!(
+            o.max_cone_excess <= 1e-9,
+            "h = {h}: cone excess {}",
+            o.max_cone_excess
+        );
     }
 }
 
@@ -116,8 +133,16 @@ fn box_slide_stops_at_backward_eulers_discrete_distance_with_friction_on_the_con
         assert!(s.v[0].abs() < 1e-9, "h = {h}: still moving at {}", s.v[0]);
         assert!(rel.abs() <= 1e-4, "h = {h}: stop distance off by {rel:.3e}");
         assert!(o.sliding_samples > 0);
-        assert!(o.max_slide_ratio_error <= 1e-6, "h = {h}: friction off the cone by {}", o.max_slide_ratio_error);
-        assert!(o.max_cone_excess <= 1e-9, "h = {h}: cone excess {}", o.max_cone_excess);
+        assert!(
+            o.max_slide_ratio_error <= 1e-6,
+            "h = {h}: friction off the cone by {}",
+            o.max_slide_ratio_error
+        );
+        assert!(
+            o.max_cone_excess <= 1e-9,
+            "h = {h}: cone excess {}",
+            o.max_cone_excess
+        );
         assert!(o.max_ncp <= 1e-6, "h = {h}: NCP criterion {}", o.max_ncp);
     }
 }
@@ -127,7 +152,10 @@ fn box_incline_sticks_at_20_degrees_with_mu_0_4_at_every_h() {
     let scene = build("box_incline", &json!({"friction": 0.4, "angle_deg": 20.0})).unwrap();
     for h in [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1] {
         let (s, o) = run(&scene, scene.initial.clone(), h, 1.0);
-        let drift = (0..3).map(|i| (s.q[i] - scene.initial.q[i]).powi(2)).sum::<f64>().sqrt();
+        let drift = (0..3)
+            .map(|i| (s.q[i] - scene.initial.q[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
         println!("h = {h}: drift {drift:.3e} m; {o:?}");
         assert_eq!(o.non_converged, 0, "h = {h}: non-converged steps");
         assert!(drift < 1e-3, "h = {h}: drifted {drift} m");
@@ -148,15 +176,26 @@ fn box_drop_from_height_lands_and_comes_to_rest_on_the_plane() {
         let (landed, o1) = run(&scene, scene.initial.clone(), h, 1.0);
         let (s, o) = run(&scene, landed, h, 0.5);
         let kin = contactlab_solvers::kinematics::forward_kinematics(&scene.model, &s.q);
-        let gaps: Vec<f64> = contactlab_solvers::collision::detect_with_margin(&scene.model, &kin, 0.01).iter().map(|c| c.gap).collect();
+        let gaps: Vec<f64> =
+            contactlab_solvers::collision::detect_with_margin(&scene.model, &kin, 0.01)
+                .iter()
+                .map(|c| c.gap)
+                .collect();
         let min_gap = gaps.iter().cloned().fold(f64::INFINITY, f64::min);
         println!("h = {h}: final min gap {min_gap:.3e} m over {} contacts, speed {:.3e}; first 1 s: {o1:?}; last 0.5 s: {o:?}", gaps.len(), s.v.norm());
         assert_eq!(gaps.len(), 4);
         assert!(min_gap.abs() <= 1e-6, "h = {h}: resting gap {min_gap}");
         assert!(s.v.norm() < 1e-6, "h = {h}: still moving at {}", s.v.norm());
-        assert!(o1.max_cone_excess <= 1e-9 && o.max_cone_excess <= 1e-9, "h = {h}: cone excess");
+        assert!(
+            o1.max_cone_excess <= 1e-9 && o.max_cone_excess <= 1e-9,
+            "h = {h}: cone excess"
+        );
         assert_eq!(o.non_converged, 0, "h = {h}: non-converged steps at rest");
-        assert!(o.max_ncp <= 1e-6, "h = {h}: NCP criterion at rest {}", o.max_ncp);
+        assert!(
+            o.max_ncp <= 1e-6,
+            "h = {h}: NCP criterion at rest {}",
+            o.max_ncp
+        );
     }
 }
 
@@ -177,6 +216,9 @@ fn cartpole_stops_at_its_slider_limit_without_passing_it() {
         println!("h = {h}: max cart position {max_x:.12} m, non-converged {non_converged}, max iterations {max_iter}");
         assert_eq!(non_converged, 0);
         assert!(max_x <= 1.0 + 1e-6, "h = {h}: passed the limit: {max_x}");
-        assert!(max_x >= 1.0 - 1e-6, "h = {h}: never reached the limit: {max_x}");
+        assert!(
+            max_x >= 1.0 - 1e-6,
+            "h = {h}: never reached the limit: {max_x}"
+        );
     }
 }

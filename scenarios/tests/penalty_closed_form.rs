@@ -16,7 +16,13 @@ fn penalty_normalized() -> Box<dyn Formulation> {
 }
 
 /// Step `steps` times, calling `observe` after each step; panics on divergence.
-fn run(f: &mut dyn Formulation, model: &Model, state: &mut State, steps: usize, mut observe: impl FnMut(&State)) {
+fn run(
+    f: &mut dyn Formulation,
+    model: &Model,
+    state: &mut State,
+    steps: usize,
+    mut observe: impl FnMut(&State),
+) {
     let u = vec![0.0; model.actuators.len()];
     for _ in 0..steps {
         let r = f.step(model, state, &u, H);
@@ -42,7 +48,10 @@ fn box_slide_stops_at_v0_squared_over_2_mu_g() {
     run(f.as_mut(), &scene.model, &mut s, (1.0 / H) as usize, |_| {});
     let expected = 2.0f64.powi(2) / (2.0 * 0.3 * G);
     let rel = (s.q[0] - expected) / expected;
-    println!("box_slide stop distance {:.6} m, closed form {expected:.6} m, relative error {rel:.3e}", s.q[0]);
+    println!(
+        "box_slide stop distance {:.6} m, closed form {expected:.6} m, relative error {rel:.3e}",
+        s.q[0]
+    );
     assert!(s.v[0].abs() < 1e-3, "still sliding at {} m/s", s.v[0]);
     assert!(rel.abs() < 0.02);
 }
@@ -115,7 +124,9 @@ fn box_incline_slides_with_g_sin_minus_mu_cos_when_mu_below_tan() {
     });
     let a = slope(&ts, &vs);
     let rel = (a - expected) / expected;
-    println!("incline acceleration {a:.6} m/s^2, closed form {expected:.6}, relative error {rel:.3e}");
+    println!(
+        "incline acceleration {a:.6} m/s^2, closed form {expected:.6}, relative error {rel:.3e}"
+    );
     assert!(rel.abs() < 0.02);
 }
 
@@ -148,11 +159,19 @@ fn box_drop_rests_with_corner_penetration_m_g_over_4_ke() {
     let kin = forward_kinematics(&scene.model, &s.q);
     let contacts = detect(&scene.model, &kin);
     let expected = 1.0 * G / (4.0 * 1e5);
-    println!("box_drop at rest: {} contacts, gaps {:?}, closed form -{expected:.4e} m", contacts.len(), contacts.iter().map(|c| c.gap).collect::<Vec<_>>());
+    println!(
+        "box_drop at rest: {} contacts, gaps {:?}, closed form -{expected:.4e} m",
+        contacts.len(),
+        contacts.iter().map(|c| c.gap).collect::<Vec<_>>()
+    );
     assert_eq!(contacts.len(), 4);
     for c in &contacts {
         let rel = (-c.gap - expected) / expected;
-        assert!(rel.abs() < 0.10, "corner penetration {} vs {expected}", -c.gap);
+        assert!(
+            rel.abs() < 0.10,
+            "corner penetration {} vs {expected}",
+            -c.gap
+        );
     }
     assert!(s.v.norm() < 1e-3, "not at rest: |v| = {}", s.v.norm());
 }
@@ -166,7 +185,13 @@ fn non_finite_numbers_are_reported_as_divergence_without_panicking() {
     s.v[0] = f64::MAX;
     s.v[3] = f64::MAX;
     let r = f.step(&scene.model, &mut s, &[], 0.01);
-    assert!(r.diverged.as_deref().is_some_and(|m| m.contains("non-finite")), "{:?}", r.diverged);
+    assert!(
+        r.diverged
+            .as_deref()
+            .is_some_and(|m| m.contains("non-finite")),
+        "{:?}",
+        r.diverged
+    );
     // A non-finite state on entry.
     let mut s = scene.initial.clone();
     s.q[2] = f64::NAN;
@@ -183,8 +208,14 @@ fn resting_penetration_is_m_g_over_4_ke_under_soft_convex_and_penalty() {
         let expected = G / (4.0 * ke);
         let scene = build("box_slide", &json!({"v0": 0.0, "ke": ke, "kd": 100.0})).unwrap();
         let cases = [
-            ("soft_convex", json!({"cone": "elliptic", "physical_contact": true})),
-            ("soft_convex", json!({"cone": "pyramidal", "physical_contact": true})),
+            (
+                "soft_convex",
+                json!({"cone": "elliptic", "physical_contact": true}),
+            ),
+            (
+                "soft_convex",
+                json!({"cone": "pyramidal", "physical_contact": true}),
+            ),
             ("penalty", json!({"friction": "normalized"})),
         ];
         for (name, params) in cases {

@@ -12,16 +12,27 @@ use contactlab_solvers::{Model, State};
 const H: f64 = 0.002;
 
 fn shared(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(rel)
 }
 
 fn rows(file: &str) -> Vec<Vec<f64>> {
     let text = std::fs::read_to_string(shared(&format!("reference/genesis/{file}"))).unwrap();
-    text.lines().skip(1).filter(|l| !l.is_empty()).map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect()
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect()
 }
 
 fn genesis_options() -> SignoriniParams {
-    SignoriniParams { iterations: Some(100), tolerance: Some(1e-10), impratio: Some(1.0), ..SignoriniParams::default() }
+    SignoriniParams {
+        iterations: Some(100),
+        tolerance: Some(1e-10),
+        impratio: Some(1.0),
+        ..SignoriniParams::default()
+    }
 }
 
 /// Max |qpos error| against a Genesis trajectory, starting from its row `start`.
@@ -48,9 +59,18 @@ fn compare(model: &Model, reference: &[Vec<f64>], start: usize) -> f64 {
 #[test]
 fn reproduces_genesis_signorini_trajectories() {
     for (xml, csv) in [
-        ("reference/scenes/box_slide_elliptic.xml", "box_slide_elliptic_signorini_mjlike.csv"),
-        ("reference/genesis/scenes/box_incline_mu0p30_elliptic.xml", "box_incline_mu0p30_signorini_mjlike.csv"),
-        ("reference/scenes/box_incline_mu0p40_elliptic.xml", "box_incline_mu0p40_elliptic_signorini_mjlike.csv"),
+        (
+            "reference/scenes/box_slide_elliptic.xml",
+            "box_slide_elliptic_signorini_mjlike.csv",
+        ),
+        (
+            "reference/genesis/scenes/box_incline_mu0p30_elliptic.xml",
+            "box_incline_mu0p30_signorini_mjlike.csv",
+        ),
+        (
+            "reference/scenes/box_incline_mu0p40_elliptic.xml",
+            "box_incline_mu0p40_elliptic_signorini_mjlike.csv",
+        ),
     ] {
         let m = load_file(shared(xml), None).unwrap();
         let err = compare(&m.model, &rows(csv), 0);
@@ -66,7 +86,11 @@ fn reproduces_genesis_signorini_trajectories() {
 /// row 1, after which both see the same contact.
 #[test]
 fn reproduces_genesis_sphere_roll_from_its_first_contact_step() {
-    let m = load_file(shared("reference/genesis/scenes/sphere_roll_elliptic.xml"), None).unwrap();
+    let m = load_file(
+        shared("reference/genesis/scenes/sphere_roll_elliptic.xml"),
+        None,
+    )
+    .unwrap();
     let err = compare(&m.model, &rows("sphere_roll_signorini_mjlike.csv"), 1);
     println!("sphere_roll (from row 1): max |qpos error| {err:.3e}");
     assert!(err <= 1e-6, "{err:e}");

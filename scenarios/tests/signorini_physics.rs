@@ -10,7 +10,14 @@ const H: f64 = 0.002;
 const G: f64 = 9.81;
 
 /// Run `formulation` on `scene` for `seconds` from `initial`, calling `observe` after each step.
-fn run(name: &str, params: Value, scene: &contactlab_scenarios::Scene, initial: State, seconds: f64, mut observe: impl FnMut(&State, &[ContactRecord])) -> State {
+fn run(
+    name: &str,
+    params: Value,
+    scene: &contactlab_scenarios::Scene,
+    initial: State,
+    seconds: f64,
+    mut observe: impl FnMut(&State, &[ContactRecord]),
+) -> State {
     let mut f = formulation::build(name, &params).unwrap();
     let mut s = initial;
     for _ in 0..(seconds / H).round() as usize {
@@ -58,18 +65,40 @@ fn friction_stays_in_the_disc_and_slides_on_its_boundary_against_the_slip() {
     let incline = build("box_incline", &json!({"friction": 0.3})).unwrap();
     let mut pushed = incline.initial.clone();
     pushed.v[1] = 1.0; // pushed sideways: slips diagonally, its direction turning downhill
-    for (label, scene, initial, seconds) in [("box_slide", &slide, slide.initial.clone(), 0.6), ("box_incline pushed sideways", &incline, pushed, 1.0)] {
+    for (label, scene, initial, seconds) in [
+        ("box_slide", &slide, slide.initial.clone(), 0.6),
+        ("box_incline pushed sideways", &incline, pushed, 1.0),
+    ] {
         let mut check = DiscCheck::default();
-        run("signorini", json!({"tolerance": 1e-12}), scene, initial, seconds, |_, c| check.observe(c));
+        run(
+            "signorini",
+            json!({"tolerance": 1e-12}),
+            scene,
+            initial,
+            seconds,
+            |_, c| check.observe(c),
+        );
         println!("{label}: {check:?}");
         assert!(check.sliding_samples > 100);
-        assert!(check.outside <= 1e-6, "{label}: outside the disc by {}", check.outside);
-        assert!(check.boundary <= 1e-6, "{label}: off the boundary by {}", check.boundary);
+        assert!(
+            check.outside <= 1e-6,
+            "{label}: outside the disc by {}",
+            check.outside
+        );
+        assert!(
+            check.boundary <= 1e-6,
+            "{label}: off the boundary by {}",
+            check.boundary
+        );
         // Direction: the soft friction rows oppose jar_t = J_t a + B J_t v_old, a blend of the
         // slip after the step and before it (B = 2/(dmax tc) = 105 1/s against 1/h = 500 1/s),
         // so while the slip turns (the pushed box) the impulse trails the end-of-step slip by a
         // small angle; on a straight slide it is exactly opposed.
-        assert!(check.opposition <= 1e-3, "{label}: not opposing the slip: 1 + cos = {}", check.opposition);
+        assert!(
+            check.opposition <= 1e-3,
+            "{label}: not opposing the slip: 1 + cos = {}",
+            check.opposition
+        );
     }
 }
 
@@ -99,7 +128,13 @@ fn the_sliding_box_does_not_lift_off() {
     let mut initial = scene.initial.clone();
     initial.q[2] -= elliptic_rest_penetration();
     let mut worst = [0.0f64; 2];
-    for (k, (name, params)) in [("signorini", json!({})), ("soft_convex", json!({"cone": "elliptic"}))].into_iter().enumerate() {
+    for (k, (name, params)) in [
+        ("signorini", json!({})),
+        ("soft_convex", json!({"cone": "elliptic"})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         run(name, params, &scene, initial.clone(), 0.6, |s, _| {
             if s.v[0] > 0.05 && s.t > 0.2 {
                 worst[k] = worst[k].max(s.v[2].abs());
@@ -117,11 +152,18 @@ fn incline_slides_at_g_sin_minus_mu_cos_and_creeps_no_faster_than_soft_convex() 
     // mu = 0.30: the acceleration over 0.2 .. 1 s.
     let scene = build("box_incline", &json!({"friction": 0.3})).unwrap();
     let (mut v02, mut v1) = (0.0, 0.0);
-    let end = run("signorini", json!({}), &scene, scene.initial.clone(), 1.0, |s, _| {
-        if (s.t - 0.2).abs() < 1e-9 {
-            v02 = downhill(s);
-        }
-    });
+    let end = run(
+        "signorini",
+        json!({}),
+        &scene,
+        scene.initial.clone(),
+        1.0,
+        |s, _| {
+            if (s.t - 0.2).abs() < 1e-9 {
+                v02 = downhill(s);
+            }
+        },
+    );
     v1 += downhill(&end);
     let a = (v1 - v02) / 0.8;
     let expected = G * (th.sin() - 0.3 * th.cos());
@@ -129,28 +171,46 @@ fn incline_slides_at_g_sin_minus_mu_cos_and_creeps_no_faster_than_soft_convex() 
     assert!(((a - expected) / expected).abs() < 0.01);
     // mu = 0.40: creep speed at 1 s.
     let scene = build("box_incline", &json!({"friction": 0.4})).unwrap();
-    let creep: Vec<f64> = [("signorini", json!({})), ("soft_convex", json!({"cone": "elliptic"}))]
-        .into_iter()
-        .map(|(n, p)| downhill(&run(n, p, &scene, scene.initial.clone(), 1.0, |_, _| {})))
-        .collect();
-    println!("mu 0.40 creep at 1 s: signorini {:.4e} m/s, soft_convex (elliptic) {:.4e} m/s", creep[0], creep[1]);
+    let creep: Vec<f64> = [
+        ("signorini", json!({})),
+        ("soft_convex", json!({"cone": "elliptic"})),
+    ]
+    .into_iter()
+    .map(|(n, p)| downhill(&run(n, p, &scene, scene.initial.clone(), 1.0, |_, _| {})))
+    .collect();
+    println!(
+        "mu 0.40 creep at 1 s: signorini {:.4e} m/s, soft_convex (elliptic) {:.4e} m/s",
+        creep[0], creep[1]
+    );
     assert!(creep[0] <= creep[1] * (1.0 + 1e-9));
 }
 
 #[test]
 fn box_slide_stops_within_one_percent_of_the_closed_form() {
     let scene = build("box_slide", &json!({})).unwrap();
-    let end = run("signorini", json!({}), &scene, scene.initial.clone(), 1.0, |_, _| {});
+    let end = run(
+        "signorini",
+        json!({}),
+        &scene,
+        scene.initial.clone(),
+        1.0,
+        |_, _| {},
+    );
     let expected = 4.0 / (2.0 * 0.3 * G);
     let rel = (end.q[0] - expected) / expected;
-    println!("signorini box_slide stop {:.6} m, closed form {expected:.6} m, relative error {rel:.2e}", end.q[0]);
+    println!(
+        "signorini box_slide stop {:.6} m, closed form {expected:.6} m, relative error {rel:.2e}",
+        end.q[0]
+    );
     assert!(end.v[0].abs() < 1e-6 && rel.abs() < 0.01);
 }
 
 #[test]
 fn pyramidal_cone_or_cg_are_build_time_errors() {
     for p in [json!({"cone": "pyramidal"}), json!({"solver": "cg"})] {
-        let e = formulation::build("signorini", &p).err().expect("must be refused");
+        let e = formulation::build("signorini", &p)
+            .err()
+            .expect("must be refused");
         println!("{e}");
         assert!(e.to_string().contains("must be"));
     }

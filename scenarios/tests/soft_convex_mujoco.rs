@@ -14,24 +14,47 @@ struct Reference {
 }
 
 fn reference(name: &str) -> Reference {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/refs").join(format!("{name}.csv"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/reference/refs")
+        .join(format!("{name}.csv"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let mut lines = text.lines();
-    let columns = lines.next().unwrap().split(',').map(|s| s.trim().to_string()).collect();
-    let rows = lines.filter(|l| !l.trim().is_empty()).map(|l| l.split(',').map(|x| x.trim().parse().unwrap()).collect()).collect();
+    let columns = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let rows = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').map(|x| x.trim().parse().unwrap()).collect())
+        .collect();
     Reference { columns, rows }
 }
 
 /// Run `scene` under soft_convex with `params` at MuJoCo's h = 2 ms for `duration` seconds and
 /// return (max |qpos error|, max |qvel error|, steps with a different active-contact count,
 /// max |total normal force error| (N)).
-fn compare(scene: &str, scene_params: Value, reference_name: &str, params: Value, duration: f64) -> (f64, f64, usize, f64) {
+fn compare(
+    scene: &str,
+    scene_params: Value,
+    reference_name: &str,
+    params: Value,
+    duration: f64,
+) -> (f64, f64, usize, f64) {
     let s = build(scene, &scene_params).unwrap();
     compare_model(&s.model, &s.initial, reference_name, params, duration)
 }
 
 /// As [`compare`], for a given model and initial state.
-fn compare_model(model: &contactlab_solvers::Model, initial: &contactlab_solvers::State, reference_name: &str, params: Value, duration: f64) -> (f64, f64, usize, f64) {
+fn compare_model(
+    model: &contactlab_solvers::Model,
+    initial: &contactlab_solvers::State,
+    reference_name: &str,
+    params: Value,
+    duration: f64,
+) -> (f64, f64, usize, f64) {
     let r = reference(reference_name);
     let (nq, nv) = (model.nq, model.nv);
     let ncon = r.columns.iter().position(|c| c == "ncon");
@@ -59,7 +82,10 @@ fn compare_model(model: &contactlab_solvers::Model, initial: &contactlab_solvers
             ev = ev.max((state.v[i] - row[1 + nq + i]).abs());
         }
         let report = f.step(model, &mut state, &u, h);
-        assert!(report.diverged.is_none(), "{reference_name}: diverged at step {k}");
+        assert!(
+            report.diverged.is_none(),
+            "{reference_name}: diverged at step {k}"
+        );
         if let (Some(_), Some(ia), Some(ifn)) = (ncon, col(&r, "nactive"), col(&r, "fn_total")) {
             // Row k holds what MuJoCo computed during step k: contacts with positive normal
             // force and the sum of normal forces (N).
@@ -80,9 +106,18 @@ fn col(r: &Reference, name: &str) -> Option<usize> {
 }
 
 fn check(scene: &str, scene_params: Value, reference_name: &str, cone: &str, duration: f64) {
-    let (eq, ev, econ, efn) = compare(scene, scene_params, reference_name, json!({"cone": cone}), duration);
+    let (eq, ev, econ, efn) = compare(
+        scene,
+        scene_params,
+        reference_name,
+        json!({"cone": cone}),
+        duration,
+    );
     println!("{reference_name}: max |qpos error| {eq:.3e}, max |qvel error| {ev:.3e}, max |fn_total error| {efn:.3e} N, steps with a different active-contact count {econ}");
-    assert!(efn <= 1e-6, "{reference_name}: normal force error {efn:e} N");
+    assert!(
+        efn <= 1e-6,
+        "{reference_name}: normal force error {efn:e} N"
+    );
     assert!(eq <= 1e-6, "{reference_name}: qpos error {eq:e}");
     assert_eq!(econ, 0, "{reference_name}: contact counts differ");
 }
@@ -90,18 +125,42 @@ fn check(scene: &str, scene_params: Value, reference_name: &str, cone: &str, dur
 #[test]
 fn box_slide_matches_mujoco() {
     check("box_slide", json!({}), "box_slide", "pyramidal", 1.0);
-    check("box_slide", json!({}), "box_slide_elliptic", "elliptic", 1.0);
+    check(
+        "box_slide",
+        json!({}),
+        "box_slide_elliptic",
+        "elliptic",
+        1.0,
+    );
 }
 
 #[test]
 fn box_incline_sliding_matches_mujoco() {
-    check("box_incline", json!({"friction": 0.3}), "box_incline_mu0p30", "pyramidal", 1.0);
+    check(
+        "box_incline",
+        json!({"friction": 0.3}),
+        "box_incline_mu0p30",
+        "pyramidal",
+        1.0,
+    );
 }
 
 #[test]
 fn box_incline_creeping_matches_mujoco() {
-    check("box_incline", json!({"friction": 0.4}), "box_incline_mu0p40_elliptic", "elliptic", 1.0);
-    check("box_incline", json!({"friction": 0.4}), "box_incline_mu0p40", "pyramidal", 1.0);
+    check(
+        "box_incline",
+        json!({"friction": 0.4}),
+        "box_incline_mu0p40_elliptic",
+        "elliptic",
+        1.0,
+    );
+    check(
+        "box_incline",
+        json!({"friction": 0.4}),
+        "box_incline_mu0p40",
+        "pyramidal",
+        1.0,
+    );
 }
 
 #[test]
@@ -140,7 +199,11 @@ fn newton_and_cg_reach_the_same_accelerations() {
     ] {
         let s = build(scene, &params).unwrap();
         let cone_p: SoftConvexParams = serde_json::from_value(json!({"cone": cone})).unwrap();
-        let mut newton = SoftConvex::new(SoftConvexParams { tolerance: Some(1e-24), ..cone_p.clone() }).unwrap();
+        let mut newton = SoftConvex::new(SoftConvexParams {
+            tolerance: Some(1e-24),
+            ..cone_p.clone()
+        })
+        .unwrap();
         let mut state = s.initial.clone();
         let mut worst = 0.0f64;
         for _ in 0..500 {
@@ -174,7 +237,8 @@ fn every_reference_xml_reproduces_mujoco() {
         ("box_drop", 0.5),
         ("box_drop_elliptic", 0.5),
     ] {
-        let m = contactlab_scenarios::mjcf::load_file(dir.join(format!("{name}.xml")), None).unwrap();
+        let m =
+            contactlab_scenarios::mjcf::load_file(dir.join(format!("{name}.xml")), None).unwrap();
         let (eq, ev, econ, efn) = compare_model(&m.model, &m.initial, name, json!({}), duration);
         println!("{name} (from XML): max |qpos error| {eq:.3e}, max |qvel error| {ev:.3e}, max |fn_total error| {efn:.3e} N, steps with a different active-contact count {econ}");
         assert!(eq <= 1e-6 && efn <= 1e-6 && econ == 0, "{name}");

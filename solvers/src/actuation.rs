@@ -19,7 +19,12 @@ pub fn clamp_range(x: f64, range: Option<(f64, f64)>) -> f64 {
 
 /// Generalized actuator forces (length nv; N or N m) for controls `u` (one per actuator),
 /// evaluated explicitly at `(q, v)`. Missing controls count as zero.
-pub fn actuator_forces(model: &Model, q: &DVector<f64>, v: &DVector<f64>, u: &[f64]) -> DVector<f64> {
+pub fn actuator_forces(
+    model: &Model,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    u: &[f64],
+) -> DVector<f64> {
     let mut f = DVector::zeros(model.nv);
     for (i, a) in model.actuators.iter().enumerate() {
         let j = &model.joints[a.joint];

@@ -54,7 +54,8 @@ impl ContactComponent {
     /// order. Any other value gives the frictionless normal only.
     pub fn for_condim(condim: u8) -> &'static [ContactComponent] {
         use ContactComponent::*;
-        const ALL: [ContactComponent; 6] = [Normal, Tangent1, Tangent2, Torsional, Rolling1, Rolling2];
+        const ALL: [ContactComponent; 6] =
+            [Normal, Tangent1, Tangent2, Torsional, Rolling1, Rolling2];
         match condim {
             3 => &ALL[..3],
             4 => &ALL[..4],
@@ -114,7 +115,12 @@ pub struct ConstraintRow {
 impl ConstraintRow {
     fn new(kind: RowKind, jac: DVector<f64>, pos: f64, v: &DVector<f64>) -> Self {
         let vel = jac.dot(v);
-        Self { kind, jac, pos, vel }
+        Self {
+            kind,
+            jac,
+            pos,
+            vel,
+        }
     }
 }
 
@@ -147,22 +153,39 @@ fn unit(nv: usize, d: usize, s: f64) -> DVector<f64> {
 ///   `J = e_dof1 − (Σ_k k c_k (q2 − ref2)^(k−1)) e_dof2`.
 ///
 /// `kin` must be the kinematics at `q`; `v` gives `vel`.
-pub fn equality_rows(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f64>) -> Vec<ConstraintRow> {
+pub fn equality_rows(
+    model: &Model,
+    kin: &Kinematics,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+) -> Vec<ConstraintRow> {
     let nv = model.nv;
     let mut rows = Vec::new();
     for (id, eq) in model.equalities.iter().enumerate() {
         let kind = |component| RowKind::Equality { id, component };
         match eq {
-            Equality::Connect { body1, body2, anchor, .. } => {
+            Equality::Connect {
+                body1,
+                body2,
+                anchor,
+                ..
+            } => {
                 let p1 = kin.xpos[*body1] + kin.xquat[*body1] * anchor;
                 let p2 = kin.xpos[*body2] + kin.xquat[*body2] * model.eq_anchor2[id];
-                let j = point_jacobian(model, kin, *body1, &p1).0 - point_jacobian(model, kin, *body2, &p2).0;
+                let j = point_jacobian(model, kin, *body1, &p1).0
+                    - point_jacobian(model, kin, *body2, &p2).0;
                 let r = p1 - p2;
                 for c in 0..3 {
                     rows.push(ConstraintRow::new(kind(c), j.row(c).transpose(), r[c], v));
                 }
             }
-            Equality::Weld { body1, body2, relpos, relquat, .. } => {
+            Equality::Weld {
+                body1,
+                body2,
+                relpos,
+                relquat,
+                ..
+            } => {
                 let p1 = kin.xpos[*body1];
                 let p2 = kin.xpos[*body2] + kin.xquat[*body2] * relpos;
                 let (jl1, ja1) = point_jacobian(model, kin, *body1, &p1);
@@ -174,13 +197,29 @@ pub fn equality_rows(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVec
                 }
                 let e = kin.xquat[*body2].inverse() * kin.xquat[*body1] * relquat.inverse();
                 let (ew, ev) = (e.w, e.imag());
-                let r2t = kin.xquat[*body2].to_rotation_matrix().into_inner().transpose();
-                let jr = 0.5 * (Matrix3::identity() * ew - crate::dynamics::skew(&ev)) * r2t * (ja1 - ja2);
+                let r2t = kin.xquat[*body2]
+                    .to_rotation_matrix()
+                    .into_inner()
+                    .transpose();
+                let jr = 0.5
+                    * (Matrix3::identity() * ew - crate::dynamics::skew(&ev))
+                    * r2t
+                    * (ja1 - ja2);
                 for c in 0..3 {
-                    rows.push(ConstraintRow::new(kind(3 + c), jr.row(c).transpose(), ev[c], v));
+                    rows.push(ConstraintRow::new(
+                        kind(3 + c),
+                        jr.row(c).transpose(),
+                        ev[c],
+                        v,
+                    ));
                 }
             }
-            Equality::Joint { joint1, joint2, polycoef, .. } => {
+            Equality::Joint {
+                joint1,
+                joint2,
+                polycoef,
+                ..
+            } => {
                 let (j1, j2) = (&model.joints[*joint1], &model.joints[*joint2]);
                 let x = q[j2.qpos_adr] - model.qpos0[j2.qpos_adr];
                 let (mut poly, mut dpoly, mut xk) = (0.0, 0.0, 1.0);
@@ -207,14 +246,26 @@ pub fn equality_rows(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVec
 pub fn friction_loss_rows(model: &Model, v: &DVector<f64>) -> Vec<ConstraintRow> {
     (0..model.nv)
         .filter(|&d| model.joints[model.dof_joint[d]].frictionloss > 0.0)
-        .map(|d| ConstraintRow::new(RowKind::FrictionLoss { dof: d }, unit(model.nv, d, 1.0), 0.0, v))
+        .map(|d| {
+            ConstraintRow::new(
+                RowKind::FrictionLoss { dof: d },
+                unit(model.nv, d, 1.0),
+                0.0,
+                v,
+            )
+        })
         .collect()
 }
 
 /// The rotation angle θ ∈ [0, π] (rad) and unit axis of the scalar-first quaternion at
 /// `q[adr..adr + 4]` (MuJoCo `mju_quat2Vel` with h = 1). The axis is x for θ = 0.
 pub fn quat_angle_axis(q: &DVector<f64>, adr: usize) -> (f64, Vec3) {
-    let quat = UnitQuaternion::from_quaternion(Quaternion::new(q[adr], q[adr + 1], q[adr + 2], q[adr + 3]));
+    let quat = UnitQuaternion::from_quaternion(Quaternion::new(
+        q[adr],
+        q[adr + 1],
+        q[adr + 2],
+        q[adr + 3],
+    ));
     match quat.axis_angle() {
         Some((axis, angle)) => (angle, axis.into_inner()),
         None => (0.0, Vec3::x()),
@@ -232,7 +283,12 @@ pub fn quat_angle_axis(q: &DVector<f64>, adr: usize) -> (f64, Vec3) {
 ///
 /// A row exists only where `dist < jnt.margin + extra_margin` (m or rad; MuJoCo's `jnt_margin`,
 /// 0 by default; `extra_margin` widens the activation for tests and diagnostics, 0 in a step).
-pub fn limit_rows(model: &Model, q: &DVector<f64>, v: &DVector<f64>, extra_margin: f64) -> Vec<ConstraintRow> {
+pub fn limit_rows(
+    model: &Model,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    extra_margin: f64,
+) -> Vec<ConstraintRow> {
     let nv = model.nv;
     let mut rows = Vec::new();
     for (ji, j) in model.joints.iter().enumerate() {
@@ -241,7 +297,10 @@ pub fn limit_rows(model: &Model, q: &DVector<f64>, v: &DVector<f64>, extra_margi
         match j.kind {
             JointKind::Hinge | JointKind::Slide => {
                 let x = q[j.qpos_adr];
-                for (side, dist, sign) in [(LimitSide::Lower, x - lo, 1.0), (LimitSide::Upper, hi - x, -1.0)] {
+                for (side, dist, sign) in [
+                    (LimitSide::Lower, x - lo, 1.0),
+                    (LimitSide::Upper, hi - x, -1.0),
+                ] {
                     if dist < margin {
                         let kind = RowKind::JointLimit { joint: ji, side };
                         rows.push(ConstraintRow::new(kind, unit(nv, j.dof_adr, sign), dist, v));
@@ -256,7 +315,10 @@ pub fn limit_rows(model: &Model, q: &DVector<f64>, v: &DVector<f64>, extra_margi
                     for i in 0..3 {
                         jac[j.dof_adr + i] = -axis[i];
                     }
-                    let kind = RowKind::JointLimit { joint: ji, side: LimitSide::Upper };
+                    let kind = RowKind::JointLimit {
+                        joint: ji,
+                        side: LimitSide::Upper,
+                    };
                     rows.push(ConstraintRow::new(kind, jac, dist, v));
                 }
             }

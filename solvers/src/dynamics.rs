@@ -34,10 +34,13 @@ pub fn spatial_inertia(model: &Model, kin: &Kinematics, b: usize) -> Matrix6<f64
     let ic = r * Matrix3::from_diagonal(&body.inertia) * r.transpose();
     let cx = skew(&kin.xipos[b]);
     let mut out = Matrix6::zeros();
-    out.fixed_view_mut::<3, 3>(0, 0).copy_from(&(ic + m * cx * cx.transpose()));
+    out.fixed_view_mut::<3, 3>(0, 0)
+        .copy_from(&(ic + m * cx * cx.transpose()));
     out.fixed_view_mut::<3, 3>(0, 3).copy_from(&(m * cx));
-    out.fixed_view_mut::<3, 3>(3, 0).copy_from(&(m * cx.transpose()));
-    out.fixed_view_mut::<3, 3>(3, 3).copy_from(&(Matrix3::identity() * m));
+    out.fixed_view_mut::<3, 3>(3, 0)
+        .copy_from(&(m * cx.transpose()));
+    out.fixed_view_mut::<3, 3>(3, 3)
+        .copy_from(&(Matrix3::identity() * m));
     out
 }
 
@@ -83,7 +86,11 @@ pub fn mass_matrix(model: &Model, kin: &Kinematics) -> DMatrix<f64> {
 /// (Fixed: the first version used the parent's velocity for hinge/slide dofs, ignoring earlier
 /// joints of the same body, and the full body velocity for ball dofs; the former gave wrong bias
 /// forces for bodies with more than one joint.)
-fn velocities_and_cdof_dot(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> (Vec<Spatial>, Vec<Spatial>) {
+fn velocities_and_cdof_dot(
+    model: &Model,
+    kin: &Kinematics,
+    v: &DVector<f64>,
+) -> (Vec<Spatial>, Vec<Spatial>) {
     let nb = model.bodies.len();
     let mut cvel = vec![Spatial::zeros(); nb];
     let mut cdof_dot = vec![Spatial::zeros(); model.nv];
@@ -127,7 +134,12 @@ pub fn body_velocities(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> Vec
 /// Inverse dynamics by recursive Newton–Euler: the generalized force τ (length nv) that
 /// produces acceleration `a` at velocity `v` under gravity, τ = M a + c, with M including the
 /// armature as in [`mass_matrix`] (MuJoCo `mj_inverse`: `mj_rne` plus armature·qacc).
-pub fn inverse_dynamics(model: &Model, kin: &Kinematics, v: &DVector<f64>, a: &DVector<f64>) -> DVector<f64> {
+pub fn inverse_dynamics(
+    model: &Model,
+    kin: &Kinematics,
+    v: &DVector<f64>,
+    a: &DVector<f64>,
+) -> DVector<f64> {
     let nb = model.bodies.len();
     let (cvel, cdof_dot) = velocities_and_cdof_dot(model, kin, v);
     let mut cacc = vec![Spatial::zeros(); nb];
@@ -192,7 +204,12 @@ pub fn kinetic_energy(mass: &DMatrix<f64>, v: &DVector<f64>) -> f64 {
 /// Potential energy (J): gravity −Σ m_b g·x_com,b plus joint springs ½ k (q − springref)².
 pub fn potential_energy(model: &Model, kin: &Kinematics, q: &DVector<f64>) -> f64 {
     let g = model.options.gravity;
-    let mut e: f64 = model.bodies.iter().zip(&kin.xipos).map(|(b, x)| -b.mass * g.dot(x)).sum();
+    let mut e: f64 = model
+        .bodies
+        .iter()
+        .zip(&kin.xipos)
+        .map(|(b, x)| -b.mass * g.dot(x))
+        .sum();
     for j in &model.joints {
         if matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
             let dq = q[j.qpos_adr] - j.springref;
@@ -208,7 +225,11 @@ pub fn potential_energy(model: &Model, kin: &Kinematics, q: &DVector<f64>) -> f6
 pub fn integrate_quat(q: &mut DVector<f64>, adr: usize, w: &Vec3, h: f64) {
     let raw = Quaternion::new(q[adr], q[adr + 1], q[adr + 2], q[adr + 3]);
     let n = raw.norm();
-    let cur = if (n - 1.0).abs() > 1e-15 { raw / n } else { raw };
+    let cur = if (n - 1.0).abs() > 1e-15 {
+        raw / n
+    } else {
+        raw
+    };
     let wn = w.norm();
     let out = if wn == 0.0 {
         cur
@@ -243,7 +264,12 @@ pub fn integrate_positions(model: &Model, q: &mut DVector<f64>, v: &DVector<f64>
 
 /// The velocity that takes `q1` to `q2` in time `h` (MuJoCo `mj_differentiatePos`), so that
 /// `integrate_positions(q1, v, h) == q2`. Used for finite differences in qpos.
-pub fn differentiate_positions(model: &Model, q1: &DVector<f64>, q2: &DVector<f64>, h: f64) -> DVector<f64> {
+pub fn differentiate_positions(
+    model: &Model,
+    q1: &DVector<f64>,
+    q2: &DVector<f64>,
+    h: f64,
+) -> DVector<f64> {
     let mut v = DVector::zeros(model.nv);
     let quat = |q: &DVector<f64>, a: usize| {
         UnitQuaternion::from_quaternion(Quaternion::new(q[a], q[a + 1], q[a + 2], q[a + 3]))
@@ -282,7 +308,12 @@ pub fn momentum(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> (Vec3, Vec
 /// [`bias_forces`]. No contacts, limits or equality constraints.
 ///
 /// Returns NaNs (never panics) if M is not positive definite or the inputs are not finite.
-pub fn forward_dynamics(model: &Model, q: &DVector<f64>, v: &DVector<f64>, tau: &DVector<f64>) -> DVector<f64> {
+pub fn forward_dynamics(
+    model: &Model,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    tau: &DVector<f64>,
+) -> DVector<f64> {
     let kin = crate::kinematics::forward_kinematics(model, q);
     let m = mass_matrix(model, &kin);
     let rhs = tau + passive_forces(model, q, v) - bias_forces(model, &kin, v);
@@ -321,7 +352,13 @@ pub fn dexp_inv(x: &Vec3, y: &Vec3) -> Vec3 {
 /// tiny-timestep references); contact formulations use their own integrators (spec
 /// soft_convex_and_signorini.md §A6, ncp_fb_and_penalty.md). `tau` (length nv) is held constant
 /// over the step. Updates `q`, `v` in place; `h` in seconds.
-pub fn rk4_step(model: &Model, q: &mut DVector<f64>, v: &mut DVector<f64>, tau: &DVector<f64>, h: f64) {
+pub fn rk4_step(
+    model: &Model,
+    q: &mut DVector<f64>,
+    v: &mut DVector<f64>,
+    tau: &DVector<f64>,
+    h: f64,
+) {
     let q0 = q.clone();
     let v0 = v.clone();
     // θ̇ for body-frame velocity w at tangent offset θ.
@@ -372,13 +409,18 @@ mod tests {
     /// dexp_x(y) = y + (1 − cos θ)/θ² x×y + (θ − sin θ)/θ³ x×(x×y), the inverse of dexp_inv.
     fn dexp(x: &Vec3, y: &Vec3) -> Vec3 {
         let th = x.norm();
-        y + (1.0 - th.cos()) / (th * th) * x.cross(y) + (th - th.sin()) / (th * th * th) * x.cross(&x.cross(y))
+        y + (1.0 - th.cos()) / (th * th) * x.cross(y)
+            + (th - th.sin()) / (th * th * th) * x.cross(&x.cross(y))
     }
 
     #[test]
     fn dexp_inv_inverts_dexp() {
         let y = Vec3::new(0.3, -1.2, 0.7);
-        for x in [Vec3::new(0.5, -0.2, 0.9), Vec3::new(2.0, 1.0, -0.5), Vec3::new(1e-3, 2e-3, -1e-3)] {
+        for x in [
+            Vec3::new(0.5, -0.2, 0.9),
+            Vec3::new(2.0, 1.0, -0.5),
+            Vec3::new(1e-3, 2e-3, -1e-3),
+        ] {
             let err = (dexp_inv(&x, &dexp(&x, &y)) - y).amax();
             assert!(err < 1e-12, "dexp_inv error {err} at {x:?}");
         }
@@ -387,7 +429,8 @@ mod tests {
         let closed = {
             let th = x.norm();
             let half = 0.5 * th;
-            y - 0.5 * x.cross(&y) + (1.0 - half * half.cos() / half.sin()) / (th * th) * x.cross(&x.cross(&y))
+            y - 0.5 * x.cross(&y)
+                + (1.0 - half * half.cos() / half.sin()) / (th * th) * x.cross(&x.cross(&y))
         };
         assert!((dexp_inv(&x, &y) - closed).amax() < 1e-14);
     }

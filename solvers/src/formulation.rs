@@ -52,13 +52,23 @@ pub struct StepReport {
 impl StepReport {
     /// A report for an explicit step: no iterations, converged.
     pub fn explicit(contacts: Vec<ContactRecord>) -> Self {
-        Self { iterations: 0, residual: 0.0, converged: true, diverged: None, contacts }
+        Self {
+            iterations: 0,
+            residual: 0.0,
+            converged: true,
+            diverged: None,
+            contacts,
+        }
     }
 
     /// Set `diverged` if `state` holds a non-finite number; returns the report.
     pub fn check_divergence(mut self, state: &State) -> Self {
         if self.diverged.is_none() && !state.is_finite() {
-            let what = if !state.q.iter().all(|x| x.is_finite()) { "qpos" } else { "qvel" };
+            let what = if !state.q.iter().all(|x| x.is_finite()) {
+                "qpos"
+            } else {
+                "qvel"
+            };
             self.diverged = Some(format!("non-finite {what} at t = {:.6} s", state.t));
         }
         self
@@ -124,24 +134,39 @@ pub struct FormulationEntry {
 }
 
 /// Every formulation contactlab knows, in display order.
-pub const FORMULATIONS: &[FormulationEntry] = &[crate::soft_convex::ENTRY, crate::signorini::ENTRY, crate::penalty::ENTRY, crate::ncp_fb::ENTRY];
+pub const FORMULATIONS: &[FormulationEntry] = &[
+    crate::soft_convex::ENTRY,
+    crate::signorini::ENTRY,
+    crate::penalty::ENTRY,
+    crate::ncp_fb::ENTRY,
+];
 
 /// Look up a formulation by name.
 ///
 /// # Errors
 /// [`FormulationError::Unknown`] listing the valid names.
 pub fn find(name: &str) -> Result<&'static FormulationEntry, FormulationError> {
-    FORMULATIONS.iter().find(|e| e.name == name).ok_or_else(|| FormulationError::Unknown {
-        name: name.to_string(),
-        valid: FORMULATIONS.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
-    })
+    FORMULATIONS
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| FormulationError::Unknown {
+            name: name.to_string(),
+            valid: FORMULATIONS
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// Build formulation `name` from a JSON object of parameters (`null` or `{}` for defaults).
 ///
 /// # Errors
 /// Unknown name, unknown key, wrong type or an out-of-domain value.
-pub fn build(name: &str, params: &serde_json::Value) -> Result<Box<dyn Formulation>, FormulationError> {
+pub fn build(
+    name: &str,
+    params: &serde_json::Value,
+) -> Result<Box<dyn Formulation>, FormulationError> {
     (find(name)?.build)(params)
 }
 
@@ -149,9 +174,15 @@ pub fn build(name: &str, params: &serde_json::Value) -> Result<Box<dyn Formulati
 ///
 /// # Errors
 /// [`FormulationError::BadParams`] with serde's message (it names the key).
-pub fn parse_params<P: serde::de::DeserializeOwned + Default>(name: &str, v: &serde_json::Value) -> Result<P, FormulationError> {
+pub fn parse_params<P: serde::de::DeserializeOwned + Default>(
+    name: &str,
+    v: &serde_json::Value,
+) -> Result<P, FormulationError> {
     if v.is_null() {
         return Ok(P::default());
     }
-    serde_json::from_value(v.clone()).map_err(|e| FormulationError::BadParams { name: name.to_string(), message: e.to_string() })
+    serde_json::from_value(v.clone()).map_err(|e| FormulationError::BadParams {
+        name: name.to_string(),
+        message: e.to_string(),
+    })
 }

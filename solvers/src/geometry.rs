@@ -95,12 +95,17 @@ impl GeomShape {
             GeomShape::Sphere { radius } | GeomShape::Capsule { radius, .. } => *radius,
             GeomShape::Box { half } => half.min(),
             GeomShape::Ellipsoid { radii } => radii.min(),
-            GeomShape::Cylinder { radius, half_length } => radius.min(*half_length),
+            GeomShape::Cylinder {
+                radius,
+                half_length,
+            } => radius.min(*half_length),
             GeomShape::ConvexMesh { vertices } => {
                 let (lo, hi) = bounds(vertices);
                 0.5 * (hi - lo).min()
             }
-            GeomShape::Plane | GeomShape::TriangleMesh { .. } | GeomShape::HeightField { .. } => f64::INFINITY,
+            GeomShape::Plane | GeomShape::TriangleMesh { .. } | GeomShape::HeightField { .. } => {
+                f64::INFINITY
+            }
         }
     }
 
@@ -113,10 +118,19 @@ impl GeomShape {
             if value.is_finite() && value > 0.0 {
                 Ok(())
             } else {
-                Err(ModelError::BadSize { geom: geom.to_string(), what, value })
+                Err(ModelError::BadSize {
+                    geom: geom.to_string(),
+                    what,
+                    value,
+                })
             }
         };
-        let mesh = |why: String| Err(ModelError::BadMesh { geom: geom.to_string(), why });
+        let mesh = |why: String| {
+            Err(ModelError::BadMesh {
+                geom: geom.to_string(),
+                why,
+            })
+        };
         match self {
             GeomShape::Plane => Ok(()),
             GeomShape::Sphere { radius } => pos("radius", *radius),
@@ -130,23 +144,39 @@ impl GeomShape {
                 pos("radius y", radii.y)?;
                 pos("radius z", radii.z)
             }
-            GeomShape::Capsule { radius, half_length } => {
+            GeomShape::Capsule {
+                radius,
+                half_length,
+            } => {
                 pos("radius", *radius)?;
                 if half_length.is_finite() && *half_length >= 0.0 {
                     Ok(())
                 } else {
-                    Err(ModelError::BadSize { geom: geom.to_string(), what: "half-length", value: *half_length })
+                    Err(ModelError::BadSize {
+                        geom: geom.to_string(),
+                        what: "half-length",
+                        value: *half_length,
+                    })
                 }
             }
-            GeomShape::Cylinder { radius, half_length } => {
+            GeomShape::Cylinder {
+                radius,
+                half_length,
+            } => {
                 pos("radius", *radius)?;
                 pos("half-length", *half_length)
             }
             GeomShape::ConvexMesh { vertices } => {
                 if vertices.len() < 4 {
-                    return mesh(format!("a convex mesh needs at least 4 vertices, got {}", vertices.len()));
+                    return mesh(format!(
+                        "a convex mesh needs at least 4 vertices, got {}",
+                        vertices.len()
+                    ));
                 }
-                if let Some(i) = vertices.iter().position(|p| !p.coords.iter().all(|x| x.is_finite())) {
+                if let Some(i) = vertices
+                    .iter()
+                    .position(|p| !p.coords.iter().all(|x| x.is_finite()))
+                {
                     return mesh(format!("vertex {i} is not finite"));
                 }
                 let (lo, hi) = bounds(vertices);
@@ -155,16 +185,25 @@ impl GeomShape {
                 }
                 Ok(())
             }
-            GeomShape::TriangleMesh { vertices, triangles } => {
+            GeomShape::TriangleMesh {
+                vertices,
+                triangles,
+            } => {
                 if triangles.is_empty() {
                     return mesh("the triangle mesh has no triangles".into());
                 }
-                if let Some(i) = vertices.iter().position(|p| !p.coords.iter().all(|x| x.is_finite())) {
+                if let Some(i) = vertices
+                    .iter()
+                    .position(|p| !p.coords.iter().all(|x| x.is_finite()))
+                {
                     return mesh(format!("vertex {i} is not finite"));
                 }
                 for (t, tri) in triangles.iter().enumerate() {
                     if let Some(&v) = tri.iter().find(|&&v| v as usize >= vertices.len()) {
-                        return mesh(format!("triangle {t} refers to vertex {v}, but there are {}", vertices.len()));
+                        return mesh(format!(
+                            "triangle {t} refers to vertex {v}, but there are {}",
+                            vertices.len()
+                        ));
                     }
                     let [a, b, c] = tri.map(|v| vertices[v as usize]);
                     if (b - a).cross(&(c - a)).norm() <= 0.0 {
@@ -173,11 +212,19 @@ impl GeomShape {
                 }
                 Ok(())
             }
-            GeomShape::HeightField { heights, size_x, size_y } => {
+            GeomShape::HeightField {
+                heights,
+                size_x,
+                size_y,
+            } => {
                 pos("height field size x", *size_x)?;
                 pos("height field size y", *size_y)?;
                 if heights.nrows() < 2 || heights.ncols() < 2 {
-                    return mesh(format!("a height field needs at least 2x2 samples, got {}x{}", heights.nrows(), heights.ncols()));
+                    return mesh(format!(
+                        "a height field needs at least 2x2 samples, got {}x{}",
+                        heights.nrows(),
+                        heights.ncols()
+                    ));
                 }
                 if let Some(i) = heights.iter().position(|h| !h.is_finite()) {
                     return mesh(format!("height sample {i} is not finite"));

@@ -120,7 +120,9 @@ pub fn forward_kinematics(model: &Model, q: &nalgebra::DVector<f64>) -> Kinemati
         k.xpos[b] = pos;
         k.xquat[b] = quat;
         k.xipos[b] = pos + quat * body.com;
-        k.ximat[b] = (quat * body.inertia_frame).to_rotation_matrix().into_inner();
+        k.ximat[b] = (quat * body.inertia_frame)
+            .to_rotation_matrix()
+            .into_inner();
         // Motion subspaces, with the final body frame (ball/free rotations are body-frame).
         let rot = quat.to_rotation_matrix().into_inner();
         for &ji in &body.joints {
@@ -206,7 +208,12 @@ pub fn body_dofs(model: &Model, mut b: usize) -> Vec<usize> {
 /// Returns `(jac_lin, jac_ang)`, each 3 × nv: the world-frame linear velocity of the point is
 /// `jac_lin · qvel` (m/s) and the body's world-frame angular velocity is `jac_ang · qvel` (rad/s).
 /// The world body (b = 0) gives zeros.
-pub fn point_jacobian(model: &Model, kin: &Kinematics, b: usize, point: &Vec3) -> (DMatrix<f64>, DMatrix<f64>) {
+pub fn point_jacobian(
+    model: &Model,
+    kin: &Kinematics,
+    b: usize,
+    point: &Vec3,
+) -> (DMatrix<f64>, DMatrix<f64>) {
     let mut jl = DMatrix::zeros(3, model.nv);
     let mut ja = DMatrix::zeros(3, model.nv);
     for d in body_dofs(model, b) {

@@ -77,7 +77,9 @@ pub enum ModelError {
         max: f64,
     },
     /// A free joint that is not the only joint of a body whose parent is the world.
-    #[error("joint '{joint}': a free joint must be the only joint of a body whose parent is the world")]
+    #[error(
+        "joint '{joint}': a free joint must be the only joint of a body whose parent is the world"
+    )]
     BadFreeJoint {
         /// Name of the joint.
         joint: String,
@@ -584,7 +586,9 @@ impl Equality {
     /// The constraint's name.
     pub fn name(&self) -> &str {
         match self {
-            Equality::Connect { name, .. } | Equality::Weld { name, .. } | Equality::Joint { name, .. } => name,
+            Equality::Connect { name, .. }
+            | Equality::Weld { name, .. }
+            | Equality::Joint { name, .. } => name,
         }
     }
 }
@@ -601,7 +605,10 @@ pub struct EqualitySoft {
 
 impl Default for EqualitySoft {
     fn default() -> Self {
-        Self { solref: DEFAULT_SOLREF, solimp: DEFAULT_SOLIMP }
+        Self {
+            solref: DEFAULT_SOLREF,
+            solimp: DEFAULT_SOLIMP,
+        }
     }
 }
 
@@ -720,7 +727,13 @@ pub struct ModelParts {
 impl Body {
     /// A body with the given parent, placed at `pos`, with mass `mass` (kg) and principal
     /// inertia `inertia` (kg m²) at its origin.
-    pub fn new(name: impl Into<String>, parent: usize, pos: Vec3, mass: f64, inertia: Vec3) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        parent: usize,
+        pos: Vec3,
+        mass: f64,
+        inertia: Vec3,
+    ) -> Self {
         Self {
             name: name.into(),
             parent,
@@ -769,7 +782,12 @@ impl Model {
             return Err(bad_param("option", "gravity", f64::NAN, "must be finite"));
         }
         if !(options.timestep.is_finite() && options.timestep > 0.0) {
-            return Err(bad_param("option", "timestep", options.timestep, "must be finite and > 0"));
+            return Err(bad_param(
+                "option",
+                "timestep",
+                options.timestep,
+                "must be finite and > 0",
+            ));
         }
         let mut bodies = Vec::with_capacity(user_bodies.len() + 1);
         bodies.push(Body::world());
@@ -778,14 +796,26 @@ impl Model {
         let mut names = std::collections::HashSet::new();
         for (i, b) in bodies.iter_mut().enumerate().skip(1) {
             if !names.insert(b.name.clone()) {
-                return Err(ModelError::DuplicateName { kind: "body", name: b.name.clone() });
+                return Err(ModelError::DuplicateName {
+                    kind: "body",
+                    name: b.name.clone(),
+                });
             }
             if b.parent >= i {
-                return Err(ModelError::BadParent { body: b.name.clone(), parent: b.parent });
+                return Err(ModelError::BadParent {
+                    body: b.name.clone(),
+                    parent: b.parent,
+                });
             }
             validate_inertia(b)?;
-            if !finite3(&b.pos) || !finite3(&b.com) || !b.quat.coords.iter().all(|x| x.is_finite()) {
-                return Err(bad_param(&format!("body '{}'", b.name), "pos/com/quat", f64::NAN, "must be finite"));
+            if !finite3(&b.pos) || !finite3(&b.com) || !b.quat.coords.iter().all(|x| x.is_finite())
+            {
+                return Err(bad_param(
+                    &format!("body '{}'", b.name),
+                    "pos/com/quat",
+                    f64::NAN,
+                    "must be finite",
+                ));
             }
             b.joints.clear();
         }
@@ -801,7 +831,10 @@ impl Model {
         }
         let remap = |i: usize| if i < njnt { new_index[i] } else { i };
         let mut slots: Vec<Option<Joint>> = user_joints.into_iter().map(Some).collect();
-        let mut joints: Vec<Joint> = order.iter().map(|&i| slots[i].take().expect("permutation")).collect();
+        let mut joints: Vec<Joint> = order
+            .iter()
+            .map(|&i| slots[i].take().expect("permutation"))
+            .collect();
         let mut actuators = actuators;
         for a in &mut actuators {
             a.joint = remap(a.joint);
@@ -819,22 +852,37 @@ impl Model {
         let mut jnames = std::collections::HashSet::new();
         for (ji, j) in joints.iter_mut().enumerate() {
             if !jnames.insert(j.name.clone()) {
-                return Err(ModelError::DuplicateName { kind: "joint", name: j.name.clone() });
+                return Err(ModelError::DuplicateName {
+                    kind: "joint",
+                    name: j.name.clone(),
+                });
             }
             let elem = format!("joint '{}'", j.name);
             if j.body == 0 || j.body >= nbody {
-                return Err(ModelError::BadIndex { element: elem, what: "body", index: j.body, count: nbody });
+                return Err(ModelError::BadIndex {
+                    element: elem,
+                    what: "body",
+                    index: j.body,
+                    count: nbody,
+                });
             }
             if matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
                 let n = j.axis.norm();
                 if !(n.is_finite() && n > 1e-12) {
-                    return Err(ModelError::ZeroAxis { joint: j.name.clone(), axis: j.axis.into() });
+                    return Err(ModelError::ZeroAxis {
+                        joint: j.name.clone(),
+                        axis: j.axis.into(),
+                    });
                 }
                 j.axis /= n;
             }
             if let Some((lo, hi)) = j.range {
                 if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-                    return Err(ModelError::BadRange { joint: j.name.clone(), min: lo, max: hi });
+                    return Err(ModelError::BadRange {
+                        joint: j.name.clone(),
+                        min: lo,
+                        max: hi,
+                    });
                 }
             }
             for (what, v) in [
@@ -848,12 +896,27 @@ impl Model {
                 }
             }
             if !j.springref.is_finite() || !j.reference.is_finite() || !finite3(&j.pos) {
-                return Err(bad_param(&elem, "pos/springref/ref", f64::NAN, "must be finite"));
+                return Err(bad_param(
+                    &elem,
+                    "pos/springref/ref",
+                    f64::NAN,
+                    "must be finite",
+                ));
             }
             if !j.margin.is_finite()
-                || j.solref_limit.iter().chain(&j.solref_friction).chain(&j.solimp_limit).chain(&j.solimp_friction).any(|v| !v.is_finite())
+                || j.solref_limit
+                    .iter()
+                    .chain(&j.solref_friction)
+                    .chain(&j.solimp_limit)
+                    .chain(&j.solimp_friction)
+                    .any(|v| !v.is_finite())
             {
-                return Err(bad_param(&elem, "margin/solref/solimp", f64::NAN, "must be finite"));
+                return Err(bad_param(
+                    &elem,
+                    "margin/solref/solimp",
+                    f64::NAN,
+                    "must be finite",
+                ));
             }
             j.qpos_adr = nq;
             j.dof_adr = nv;
@@ -863,7 +926,9 @@ impl Model {
             match j.kind {
                 JointKind::Free => {
                     let b = &bodies[j.body];
-                    qpos0.extend([b.pos.x, b.pos.y, b.pos.z, b.quat.w, b.quat.i, b.quat.j, b.quat.k]);
+                    qpos0.extend([
+                        b.pos.x, b.pos.y, b.pos.z, b.quat.w, b.quat.i, b.quat.j, b.quat.k,
+                    ]);
                 }
                 JointKind::Ball => qpos0.extend([1.0, 0.0, 0.0, 0.0]),
                 JointKind::Hinge | JointKind::Slide => qpos0.push(j.reference),
@@ -871,8 +936,12 @@ impl Model {
             bodies[j.body].joints.push(ji);
         }
         for j in &joints {
-            if j.kind == JointKind::Free && (bodies[j.body].joints.len() != 1 || bodies[j.body].parent != 0) {
-                return Err(ModelError::BadFreeJoint { joint: j.name.clone() });
+            if j.kind == JointKind::Free
+                && (bodies[j.body].joints.len() != 1 || bodies[j.body].parent != 0)
+            {
+                return Err(ModelError::BadFreeJoint {
+                    joint: j.name.clone(),
+                });
             }
         }
 
@@ -880,7 +949,10 @@ impl Model {
         let mut collision_shapes = Vec::with_capacity(geoms.len());
         for g in &geoms {
             if !gnames.insert(g.name.clone()) {
-                return Err(ModelError::DuplicateName { kind: "geom", name: g.name.clone() });
+                return Err(ModelError::DuplicateName {
+                    kind: "geom",
+                    name: g.name.clone(),
+                });
             }
             if g.body >= nbody {
                 return Err(ModelError::BadIndex {
@@ -897,10 +969,20 @@ impl Model {
         for a in &actuators {
             let elem = format!("actuator '{}'", a.name);
             let Some(j) = joints.get(a.joint) else {
-                return Err(ModelError::BadIndex { element: elem, what: "joint", index: a.joint, count: joints.len() });
+                return Err(ModelError::BadIndex {
+                    element: elem,
+                    what: "joint",
+                    index: a.joint,
+                    count: joints.len(),
+                });
             };
             if !matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
-                return Err(bad_param(&elem, "joint", a.joint as f64, "actuators drive hinge or slide joints"));
+                return Err(bad_param(
+                    &elem,
+                    "joint",
+                    a.joint as f64,
+                    "actuators drive hinge or slide joints",
+                ));
             }
             if !a.gear.is_finite() {
                 return Err(bad_param(&elem, "gear", a.gear, "must be finite"));
@@ -923,13 +1005,23 @@ impl Model {
             };
             for idx in [a, b] {
                 if idx >= count {
-                    return Err(ModelError::BadIndex { element: elem.clone(), what, index: idx, count });
+                    return Err(ModelError::BadIndex {
+                        element: elem.clone(),
+                        what,
+                        index: idx,
+                        count,
+                    });
                 }
             }
             if let Equality::Joint { polycoef, .. } = e {
                 for idx in [a, b] {
                     if !matches!(joints[idx].kind, JointKind::Hinge | JointKind::Slide) {
-                        return Err(bad_param(&elem, "joint", idx as f64, "joint equalities couple hinge or slide joints"));
+                        return Err(bad_param(
+                            &elem,
+                            "joint",
+                            idx as f64,
+                            "joint equalities couple hinge or slide joints",
+                        ));
                     }
                 }
                 if polycoef.iter().any(|c| !c.is_finite()) {
@@ -938,38 +1030,82 @@ impl Model {
             }
         }
         if equality_soft.len() > equalities.len() {
-            return Err(bad_param("model", "equality_soft", equality_soft.len() as f64, "longer than equalities"));
+            return Err(bad_param(
+                "model",
+                "equality_soft",
+                equality_soft.len() as f64,
+                "longer than equalities",
+            ));
         }
         equality_soft.resize(equalities.len(), EqualitySoft::default());
         for (e, soft) in equalities.iter().zip(&equality_soft) {
-            if soft.solref.iter().chain(&soft.solimp).any(|v| !v.is_finite()) {
-                return Err(bad_param(&format!("equality '{}'", e.name()), "solref/solimp", f64::NAN, "must be finite"));
+            if soft
+                .solref
+                .iter()
+                .chain(&soft.solimp)
+                .any(|v| !v.is_finite())
+            {
+                return Err(bad_param(
+                    &format!("equality '{}'", e.name()),
+                    "solref/solimp",
+                    f64::NAN,
+                    "must be finite",
+                ));
             }
         }
         for (i, p) in pairs.iter().enumerate() {
             let elem = format!("contact pair {i}");
             for g in p.geoms {
                 if g >= geoms.len() {
-                    return Err(ModelError::BadIndex { element: elem, what: "geom", index: g, count: geoms.len() });
+                    return Err(ModelError::BadIndex {
+                        element: elem,
+                        what: "geom",
+                        index: g,
+                        count: geoms.len(),
+                    });
                 }
             }
             if ![1, 3, 4, 6].contains(&p.condim) {
-                return Err(bad_param(&elem, "condim", p.condim as f64, "must be 1, 3, 4 or 6"));
+                return Err(bad_param(
+                    &elem,
+                    "condim",
+                    p.condim as f64,
+                    "must be 1, 3, 4 or 6",
+                ));
             }
             if let Some(&f) = p.friction.iter().find(|f| !(f.is_finite() && **f >= 0.0)) {
-                return Err(bad_param(&elem, "friction", f, "friction must be finite and >= 0"));
+                return Err(bad_param(
+                    &elem,
+                    "friction",
+                    f,
+                    "friction must be finite and >= 0",
+                ));
             }
             if !p.margin.is_finite()
                 || !p.gap.is_finite()
-                || p.solref.iter().chain(&p.solref_friction).chain(&p.solimp).any(|v| !v.is_finite())
+                || p.solref
+                    .iter()
+                    .chain(&p.solref_friction)
+                    .chain(&p.solimp)
+                    .any(|v| !v.is_finite())
             {
-                return Err(bad_param(&elem, "margin/gap/solref/solimp", f64::NAN, "must be finite"));
+                return Err(bad_param(
+                    &elem,
+                    "margin/gap/solref/solimp",
+                    f64::NAN,
+                    "must be finite",
+                ));
             }
         }
         for &(a, b) in &excludes {
             for idx in [a, b] {
                 if idx >= nbody {
-                    return Err(ModelError::BadIndex { element: "contact exclude".into(), what: "body", index: idx, count: nbody });
+                    return Err(ModelError::BadIndex {
+                        element: "contact exclude".into(),
+                        what: "body",
+                        index: idx,
+                        count: nbody,
+                    });
                 }
             }
         }
@@ -1013,7 +1149,12 @@ impl Model {
             .equalities
             .iter()
             .map(|e| match e {
-                Equality::Connect { body1, body2, anchor, .. } => {
+                Equality::Connect {
+                    body1,
+                    body2,
+                    anchor,
+                    ..
+                } => {
                     let p = kin.xpos[*body1] + kin.xquat[*body1] * anchor;
                     kin.xquat[*body2].inverse() * (p - kin.xpos[*body2])
                 }
@@ -1037,7 +1178,11 @@ impl Model {
     }
     /// The state at `qpos0`, at rest, t = 0.
     pub fn default_state(&self) -> State {
-        State { q: self.qpos0.clone(), v: DVector::zeros(self.nv), t: 0.0 }
+        State {
+            q: self.qpos0.clone(),
+            v: DVector::zeros(self.nv),
+            t: 0.0,
+        }
     }
     /// True if body `a` is `b` or an ancestor of `b`.
     pub fn is_ancestor(&self, a: usize, mut b: usize) -> bool {
@@ -1054,55 +1199,107 @@ impl Model {
 }
 
 fn bad_param(element: &str, what: &'static str, value: f64, why: &'static str) -> ModelError {
-    ModelError::BadParameter { element: element.to_string(), what, value, why }
+    ModelError::BadParameter {
+        element: element.to_string(),
+        what,
+        value,
+        why,
+    }
 }
 
 fn validate_options(o: &Options) -> Result<(), ModelError> {
-    for (what, v) in [("impratio", o.impratio), ("tolerance", o.tolerance), ("ls_tolerance", o.ls_tolerance)] {
+    for (what, v) in [
+        ("impratio", o.impratio),
+        ("tolerance", o.tolerance),
+        ("ls_tolerance", o.ls_tolerance),
+    ] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(bad_param("option", what, v, "must be finite and >= 0"));
         }
     }
     if o.impratio < 1e-10 {
-        return Err(bad_param("option", "impratio", o.impratio, "must be positive"));
+        return Err(bad_param(
+            "option",
+            "impratio",
+            o.impratio,
+            "must be positive",
+        ));
     }
     Ok(())
 }
 
 fn validate_inertia(b: &Body) -> Result<(), ModelError> {
     if !(b.mass.is_finite() && b.mass >= 0.0) {
-        return Err(ModelError::BadMass { body: b.name.clone(), mass: b.mass });
+        return Err(ModelError::BadMass {
+            body: b.name.clone(),
+            mass: b.mass,
+        });
     }
     let i = b.inertia;
     let arr: [f64; 3] = i.into();
     if !finite3(&i) {
-        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "not finite" });
+        return Err(ModelError::BadInertia {
+            body: b.name.clone(),
+            inertia: arr,
+            why: "not finite",
+        });
     }
     if i.iter().any(|&x| x < 0.0) {
-        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "negative moment" });
+        return Err(ModelError::BadInertia {
+            body: b.name.clone(),
+            inertia: arr,
+            why: "negative moment",
+        });
     }
     // Triangle inequality of principal moments (with a relative slack for round-off).
     let tol = 1e-9 * (i.x + i.y + i.z);
     if i.x + i.y < i.z - tol || i.y + i.z < i.x - tol || i.z + i.x < i.y - tol {
-        return Err(ModelError::BadInertia { body: b.name.clone(), inertia: arr, why: "violates the triangle inequality" });
+        return Err(ModelError::BadInertia {
+            body: b.name.clone(),
+            inertia: arr,
+            why: "violates the triangle inequality",
+        });
     }
     if b.mass == 0.0 && i.norm() > 0.0 {
-        return Err(ModelError::BadMass { body: b.name.clone(), mass: b.mass });
+        return Err(ModelError::BadMass {
+            body: b.name.clone(),
+            mass: b.mass,
+        });
     }
     Ok(())
 }
 
 fn validate_material(geom: &str, m: &ContactMaterial) -> Result<(), ModelError> {
     let elem = format!("geom '{geom}'");
-    for (what, v) in [("friction[0]", m.friction[0]), ("friction[1]", m.friction[1]), ("friction[2]", m.friction[2])] {
+    for (what, v) in [
+        ("friction[0]", m.friction[0]),
+        ("friction[1]", m.friction[1]),
+        ("friction[2]", m.friction[2]),
+    ] {
         if !(v.is_finite() && v >= 0.0) {
-            return Err(bad_param(&elem, what, v, "friction must be finite and >= 0"));
+            return Err(bad_param(
+                &elem,
+                what,
+                v,
+                "friction must be finite and >= 0",
+            ));
         }
     }
     if ![1, 3, 4, 6].contains(&m.condim) {
-        return Err(bad_param(&elem, "condim", m.condim as f64, "must be 1, 3, 4 or 6"));
+        return Err(bad_param(
+            &elem,
+            "condim",
+            m.condim as f64,
+            "must be 1, 3, 4 or 6",
+        ));
     }
-    for (what, v) in [("ke", m.ke), ("kd", m.kd), ("kf", m.kf), ("ka", m.ka), ("solmix", m.solmix)] {
+    for (what, v) in [
+        ("ke", m.ke),
+        ("kd", m.kd),
+        ("kf", m.kf),
+        ("ka", m.ka),
+        ("solmix", m.solmix),
+    ] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(bad_param(&elem, what, v, "must be finite and >= 0"));
         }
@@ -1112,8 +1309,17 @@ fn validate_material(geom: &str, m: &ContactMaterial) -> Result<(), ModelError> 
             return Err(bad_param(&elem, what, v, "must be finite"));
         }
     }
-    if m.solref.iter().chain(m.solimp.iter()).any(|v| !v.is_finite()) {
-        return Err(bad_param(&elem, "solref/solimp", f64::NAN, "must be finite"));
+    if m.solref
+        .iter()
+        .chain(m.solimp.iter())
+        .any(|v| !v.is_finite())
+    {
+        return Err(bad_param(
+            &elem,
+            "solref/solimp",
+            f64::NAN,
+            "must be finite",
+        ));
     }
     Ok(())
 }
@@ -1132,6 +1338,8 @@ pub struct State {
 impl State {
     /// True if every coordinate and the time are finite.
     pub fn is_finite(&self) -> bool {
-        self.t.is_finite() && self.q.iter().all(|x| x.is_finite()) && self.v.iter().all(|x| x.is_finite())
+        self.t.is_finite()
+            && self.q.iter().all(|x| x.is_finite())
+            && self.v.iter().all(|x| x.is_finite())
     }
 }

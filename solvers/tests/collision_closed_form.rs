@@ -60,15 +60,25 @@ fn one_body(world: Vec<Geom>, shape: GeomShape, pos: Vec3, quat: Quat) -> (Model
 
 fn assert_frame(c: &Contact) {
     let f = c.frame;
-    assert!((f * f.transpose() - Matrix3::identity()).abs().max() < 1e-12, "frame not orthonormal");
+    assert!(
+        (f * f.transpose() - Matrix3::identity()).abs().max() < 1e-12,
+        "frame not orthonormal"
+    );
     assert!((f.determinant() - 1.0).abs() < 1e-12);
     // Re-normalizing the stored (unit) normal may move its last bit, hence the tolerance.
-    assert!((f - contact_frame(&c.normal())).abs().max() < 1e-15, "frame is not mju_makeFrame(n)");
+    assert!(
+        (f - contact_frame(&c.normal())).abs().max() < 1e-15,
+        "frame is not mju_makeFrame(n)"
+    );
 }
 
 /// Every contact has normal `n`, and contacts match `expected` (point, gap) one to one.
 fn assert_contacts(contacts: &[Contact], n: &Vec3, expected: &[(Vec3, f64)], what: &str) {
-    assert_eq!(contacts.len(), expected.len(), "{what}: contacts {contacts:#?}");
+    assert_eq!(
+        contacts.len(),
+        expected.len(),
+        "{what}: contacts {contacts:#?}"
+    );
     let mut used = vec![false; contacts.len()];
     for (p, gap) in expected {
         let k = contacts
@@ -79,7 +89,11 @@ fn assert_contacts(contacts: &[Contact], n: &Vec3, expected: &[(Vec3, f64)], wha
         used[k] = true;
         let c = &contacts[k];
         assert!((c.gap - gap).abs() < TOL, "{what}: gap {} vs {gap}", c.gap);
-        assert!((c.normal() - n).norm() < TOL, "{what}: normal {:?} vs {n:?}", c.normal());
+        assert!(
+            (c.normal() - n).norm() < TOL,
+            "{what}: normal {:?} vs {n:?}",
+            c.normal()
+        );
         assert_frame(c);
     }
 }
@@ -99,7 +113,12 @@ fn sphere_on_plane() {
             // Sphere centre at height r + gap over the plane point pp + qp (0.2, -0.1, 0).
             let c = pp + qp * Vec3::new(0.2, -0.1, r + gap);
             let plane = placed(Geom::new("plane", 0, GeomShape::Plane), qp, pp);
-            let (_, cs) = one_body(vec![plane], GeomShape::Sphere { radius: r }, c, rot([0.3, 0.1, 1.0], 1.1));
+            let (_, cs) = one_body(
+                vec![plane],
+                GeomShape::Sphere { radius: r },
+                c,
+                rot([0.3, 0.1, 1.0], 1.1),
+            );
             // Sphere surface point c - n r; plane point c - n (r + gap).
             assert_contacts(&cs, &n, &[(mid(c - n * r, &n, gap), gap)], "sphere-plane");
             assert_eq!(cs[0].geoms, [0, 1]);
@@ -108,7 +127,12 @@ fn sphere_on_plane() {
         // Separated by 1e-3: no contact without margin.
         let c = pp + qp * Vec3::new(0.0, 0.0, r + 1e-3);
         let plane = placed(Geom::new("plane", 0, GeomShape::Plane), qp, pp);
-        let (_, cs) = one_body(vec![plane], GeomShape::Sphere { radius: r }, c, Quat::identity());
+        let (_, cs) = one_body(
+            vec![plane],
+            GeomShape::Sphere { radius: r },
+            c,
+            Quat::identity(),
+        );
         assert!(cs.is_empty());
     }
 }
@@ -128,8 +152,17 @@ fn margin_and_gap_extend_detection_inclusively() {
         plane.material.margin = margin;
         plane.material.gap = gap;
         let c = Vec3::new(0.0, 0.0, r + sep);
-        let (_, cs) = one_body(vec![plane], GeomShape::Sphere { radius: r }, c, Quat::identity());
-        assert_eq!(cs.len(), usize::from(found), "sep {sep} margin {margin} gap {gap}");
+        let (_, cs) = one_body(
+            vec![plane],
+            GeomShape::Sphere { radius: r },
+            c,
+            Quat::identity(),
+        );
+        assert_eq!(
+            cs.len(),
+            usize::from(found),
+            "sep {sep} margin {margin} gap {gap}"
+        );
         if found {
             assert!((cs[0].gap - sep).abs() < TOL);
             assert_eq!(cs[0].material.margin, margin);
@@ -159,8 +192,10 @@ fn flat_box_on_plane_gives_four_corners() {
             let c = pp + qp * Vec3::new(0.1, 0.2, h.z + gap);
             let plane = placed(Geom::new("plane", 0, GeomShape::Plane), qp, pp);
             let (_, cs) = one_body(vec![plane], GeomShape::Box { half: h }, c, qb);
-            let expected: Vec<(Vec3, f64)> =
-                bottom_corners(h).into_iter().map(|k| (mid(c + qb * k, &n, gap), gap)).collect();
+            let expected: Vec<(Vec3, f64)> = bottom_corners(h)
+                .into_iter()
+                .map(|k| (mid(c + qb * k, &n, gap), gap))
+                .collect();
             assert_contacts(&cs, &n, &expected, "flat box-plane");
         }
     }
@@ -189,11 +224,19 @@ fn box_on_edge_gives_two_and_on_corner_gives_one() {
         }
         // A cube with its diagonal (-1, -1, -1) turned onto -z: one corner at depth sqrt(3) a.
         let a = 0.15;
-        let ql = Quat::rotation_between(&Vec3::new(-1.0, -1.0, -1.0), &Vec3::new(0.0, 0.0, -1.0)).unwrap();
+        let ql = Quat::rotation_between(&Vec3::new(-1.0, -1.0, -1.0), &Vec3::new(0.0, 0.0, -1.0))
+            .unwrap();
         let qb = qp * ql;
         let c = pp + qp * Vec3::new(0.0, 0.3, 3f64.sqrt() * a + gap);
         let plane = placed(Geom::new("plane", 0, GeomShape::Plane), qp, pp);
-        let (_, cs) = one_body(vec![plane], GeomShape::Box { half: Vec3::repeat(a) }, c, qb);
+        let (_, cs) = one_body(
+            vec![plane],
+            GeomShape::Box {
+                half: Vec3::repeat(a),
+            },
+            c,
+            qb,
+        );
         let corner = c + qb * Vec3::repeat(-a);
         assert_contacts(&cs, &n, &[(mid(corner, &n, gap), gap)], "box on corner");
     }
@@ -209,7 +252,15 @@ fn capsule_on_plane_lying_two_standing_one() {
         // Lying: axis (local z) turned onto the plane's y, then yawed.
         let qb = qp * rot([0.0, 0.0, 1.0], 0.7) * rot([1.0, 0.0, 0.0], std::f64::consts::FRAC_PI_2);
         let c = pp + qp * Vec3::new(0.1, 0.1, r + gap);
-        let (_, cs) = one_body(vec![plane()], GeomShape::Capsule { radius: r, half_length: l }, c, qb);
+        let (_, cs) = one_body(
+            vec![plane()],
+            GeomShape::Capsule {
+                radius: r,
+                half_length: l,
+            },
+            c,
+            qb,
+        );
         let expected: Vec<(Vec3, f64)> = [l, -l]
             .iter()
             .map(|s| {
@@ -221,9 +272,22 @@ fn capsule_on_plane_lying_two_standing_one() {
         // Standing: lower end-sphere centre at height r + gap.
         let qb = qp * rot([0.0, 0.0, 1.0], 0.3);
         let c = pp + qp * Vec3::new(0.0, -0.1, l + r + gap);
-        let (_, cs) = one_body(vec![plane()], GeomShape::Capsule { radius: r, half_length: l }, c, qb);
+        let (_, cs) = one_body(
+            vec![plane()],
+            GeomShape::Capsule {
+                radius: r,
+                half_length: l,
+            },
+            c,
+            qb,
+        );
         let e = c - n * l;
-        assert_contacts(&cs, &n, &[(mid(e - n * r, &n, gap), gap)], "standing capsule");
+        assert_contacts(
+            &cs,
+            &n,
+            &[(mid(e - n * r, &n, gap), gap)],
+            "standing capsule",
+        );
     }
 }
 
@@ -235,9 +299,18 @@ fn cylinder_on_plane_lying_and_standing() {
         let n = qp * Vec3::z();
         let plane = || placed(Geom::new("plane", 0, GeomShape::Plane), qp, pp);
         // Lying on its side: the two ends of the lowest generator.
-        let qb = qp * rot([0.0, 0.0, 1.0], -0.4) * rot([0.0, 1.0, 0.0], std::f64::consts::FRAC_PI_2);
+        let qb =
+            qp * rot([0.0, 0.0, 1.0], -0.4) * rot([0.0, 1.0, 0.0], std::f64::consts::FRAC_PI_2);
         let c = pp + qp * Vec3::new(0.2, 0.0, r + gap);
-        let (_, cs) = one_body(vec![plane()], GeomShape::Cylinder { radius: r, half_length: l }, c, qb);
+        let (_, cs) = one_body(
+            vec![plane()],
+            GeomShape::Cylinder {
+                radius: r,
+                half_length: l,
+            },
+            c,
+            qb,
+        );
         let expected: Vec<(Vec3, f64)> = [l, -l]
             .iter()
             .map(|s| (mid(c + qb * Vec3::new(0.0, 0.0, *s) - n * r, &n, gap), gap))
@@ -250,14 +323,25 @@ fn cylinder_on_plane_lying_and_standing() {
         // forming a square (opposite points symmetric about the centre, adjacent ones r√2 apart).
         let qb = qp * rot([0.0, 0.0, 1.0], 0.9);
         let c = pp + qp * Vec3::new(-0.1, 0.2, l + gap);
-        let (_, cs) = one_body(vec![plane()], GeomShape::Cylinder { radius: r, half_length: l }, c, qb);
+        let (_, cs) = one_body(
+            vec![plane()],
+            GeomShape::Cylinder {
+                radius: r,
+                half_length: l,
+            },
+            c,
+            qb,
+        );
         assert_eq!(cs.len(), 4, "standing cylinder: {cs:#?}");
         let cap = c - n * l;
         let rim: Vec<Vec3> = cs.iter().map(|k| k.point + n * (gap / 2.0)).collect();
         for (k, p) in cs.iter().zip(&rim) {
             assert!((k.gap - gap).abs() < TOL);
             assert!((k.normal() - n).norm() < TOL);
-            assert!(((p - cap).dot(&n)).abs() < TOL, "rim point off the cap plane");
+            assert!(
+                ((p - cap).dot(&n)).abs() < TOL,
+                "rim point off the cap plane"
+            );
             assert!(((p - cap).norm() - r).abs() < TOL, "rim point off the rim");
             assert_frame(k);
         }
@@ -272,7 +356,15 @@ fn cylinder_on_plane_lying_and_standing() {
     // the geom's local x and y.
     let c = Vec3::new(0.0, 0.0, l + gap);
     let plane = Geom::new("plane", 0, GeomShape::Plane);
-    let (_, cs) = one_body(vec![plane], GeomShape::Cylinder { radius: r, half_length: l }, c, Quat::identity());
+    let (_, cs) = one_body(
+        vec![plane],
+        GeomShape::Cylinder {
+            radius: r,
+            half_length: l,
+        },
+        c,
+        Quat::identity(),
+    );
     let n = Vec3::z();
     let expected: Vec<(Vec3, f64)> = [(r, 0.0), (0.0, r), (-r, 0.0), (0.0, -r)]
         .iter()
@@ -283,8 +375,24 @@ fn cylinder_on_plane_lying_and_standing() {
 
 /// A big static box (world geom 0, half (1, 1, 0.5)) under a free small box (geom 1); the whole
 /// scene placed by (qw, pw). Returns the contacts.
-fn box_on_box(qw: Quat, pw: Vec3, small: Vec3, ql: Quat, offset: Vec3) -> (Vec<Contact>, Vec3, Quat) {
-    let big = placed(Geom::new("big", 0, GeomShape::Box { half: Vec3::new(1.0, 1.0, 0.5) }), qw, pw);
+fn box_on_box(
+    qw: Quat,
+    pw: Vec3,
+    small: Vec3,
+    ql: Quat,
+    offset: Vec3,
+) -> (Vec<Contact>, Vec3, Quat) {
+    let big = placed(
+        Geom::new(
+            "big",
+            0,
+            GeomShape::Box {
+                half: Vec3::new(1.0, 1.0, 0.5),
+            },
+        ),
+        qw,
+        pw,
+    );
     let c = pw + qw * offset;
     let qb = qw * ql;
     let (_, cs) = one_body(vec![big], GeomShape::Box { half: small }, c, qb);
@@ -298,10 +406,17 @@ fn box_face_down_on_larger_box_gives_four_corners() {
     for (qw, pw) in plane_poses() {
         let n = qw * Vec3::z();
         for yaw in [0.0, 0.6] {
-            let (cs, c, qb) =
-                box_on_box(qw, pw, h, rot([0.0, 0.0, 1.0], yaw), Vec3::new(0.1, -0.2, 0.5 + h.z + gap));
-            let expected: Vec<(Vec3, f64)> =
-                bottom_corners(h).into_iter().map(|k| (mid(c + qb * k, &n, gap), gap)).collect();
+            let (cs, c, qb) = box_on_box(
+                qw,
+                pw,
+                h,
+                rot([0.0, 0.0, 1.0], yaw),
+                Vec3::new(0.1, -0.2, 0.5 + h.z + gap),
+            );
+            let expected: Vec<(Vec3, f64)> = bottom_corners(h)
+                .into_iter()
+                .map(|k| (mid(c + qb * k, &n, gap), gap))
+                .collect();
             assert_contacts(&cs, &n, &expected, "box face-down on box");
             assert_eq!(cs[0].geoms, [0, 1], "equal types: lower index first");
         }
@@ -316,7 +431,13 @@ fn box_edge_down_on_larger_box_gives_two() {
         let n = qw * Vec3::z();
         let t = 0.5;
         let depth = h.y * f64::sin(t) + h.z * f64::cos(t);
-        let (cs, c, qb) = box_on_box(qw, pw, h, rot([1.0, 0.0, 0.0], t), Vec3::new(0.0, 0.3, 0.5 + depth + gap));
+        let (cs, c, qb) = box_on_box(
+            qw,
+            pw,
+            h,
+            rot([1.0, 0.0, 0.0], t),
+            Vec3::new(0.0, 0.3, 0.5 + depth + gap),
+        );
         let expected: Vec<(Vec3, f64)> = [1.0, -1.0]
             .iter()
             .map(|sx| (mid(c + qb * Vec3::new(sx * h.x, -h.y, -h.z), &n, gap), gap))
@@ -348,19 +469,37 @@ fn sphere_above_triangle_mesh() {
         // "just touching" is tested at 1e-6.)
         for gap in [-0.01, -1e-6] {
             let mesh = placed(
-                Geom::new("mesh", 0, GeomShape::TriangleMesh { vertices: vertices.clone(), triangles: triangles.clone() }),
+                Geom::new(
+                    "mesh",
+                    0,
+                    GeomShape::TriangleMesh {
+                        vertices: vertices.clone(),
+                        triangles: triangles.clone(),
+                    },
+                ),
                 qm,
                 pm,
             );
             let c = pm + qm * Vec3::new(0.3, -0.5, r + gap);
-            let (model, cs) = one_body(vec![mesh], GeomShape::Sphere { radius: r }, c, Quat::identity());
+            let (model, cs) = one_body(
+                vec![mesh],
+                GeomShape::Sphere { radius: r },
+                c,
+                Quat::identity(),
+            );
             // The sphere (type 2) comes before the mesh (type 7): geoms = [sphere, mesh] and the
             // normal points from the sphere into the mesh, i.e. minus the face normal.
             let n = -face_n;
             // Sphere surface point c - face_n r; mesh point c - face_n (r + gap).
             let expected = c - face_n * (r + gap / 2.0);
             assert_contacts(&cs, &n, &[(expected, gap)], "sphere-mesh");
-            assert_eq!(cs[0].geoms, [model.geom_id("obj").unwrap(), model.geom_id("mesh").unwrap()]);
+            assert_eq!(
+                cs[0].geoms,
+                [
+                    model.geom_id("obj").unwrap(),
+                    model.geom_id("mesh").unwrap()
+                ]
+            );
         }
     }
 }
@@ -374,11 +513,20 @@ fn pair_order_puts_lower_type_first_and_normal_from_first_to_second() {
     let (model, cs) = run(ModelParts {
         bodies: vec![free_body("b", 0, c, Quat::identity())],
         joints: vec![Joint::new("free", JointKind::Free, 1)],
-        geoms: vec![Geom::new("ball", 1, GeomShape::Sphere { radius: r }), placed(Geom::new("plane", 0, GeomShape::Plane), qp, Vec3::zeros())],
+        geoms: vec![
+            Geom::new("ball", 1, GeomShape::Sphere { radius: r }),
+            placed(Geom::new("plane", 0, GeomShape::Plane), qp, Vec3::zeros()),
+        ],
         ..Default::default()
     });
     assert_eq!(cs.len(), 1);
-    assert_eq!(cs[0].geoms, [model.geom_id("plane").unwrap(), model.geom_id("ball").unwrap()]);
+    assert_eq!(
+        cs[0].geoms,
+        [
+            model.geom_id("plane").unwrap(),
+            model.geom_id("ball").unwrap()
+        ]
+    );
     assert_eq!(cs[0].bodies, [0, 1]);
     assert!((cs[0].normal() - qp * Vec3::z()).norm() < TOL);
 
@@ -386,7 +534,12 @@ fn pair_order_puts_lower_type_first_and_normal_from_first_to_second() {
     // the normal points from the sphere down into the box.
     let h = Vec3::new(0.5, 0.5, 0.2);
     let c = Vec3::new(0.1, 0.0, h.z + r - 0.02);
-    let (_, cs) = one_body(vec![Geom::new("box", 0, GeomShape::Box { half: h })], GeomShape::Sphere { radius: r }, c, Quat::identity());
+    let (_, cs) = one_body(
+        vec![Geom::new("box", 0, GeomShape::Box { half: h })],
+        GeomShape::Sphere { radius: r },
+        c,
+        Quat::identity(),
+    );
     let n = -Vec3::z();
     assert_contacts(&cs, &n, &[(c + n * (r - 0.01), -0.02)], "sphere-box");
     assert_eq!(cs[0].geoms, [1, 0]);
@@ -397,7 +550,14 @@ fn pair_order_puts_lower_type_first_and_normal_from_first_to_second() {
 fn contype_conaffinity_filter() {
     let r = 0.1;
     let c = Vec3::new(0.0, 0.0, r - 0.01);
-    for (ct, ca, found) in [(1, 1, true), (2, 2, false), (2, 1, true), (0, 0, false), (1, 0, true), (4, 6, false)] {
+    for (ct, ca, found) in [
+        (1, 1, true),
+        (2, 2, false),
+        (2, 1, true),
+        (0, 0, false),
+        (1, 0, true),
+        (4, 6, false),
+    ] {
         let plane = Geom::new("plane", 0, GeomShape::Plane); // contype = conaffinity = 1
         let mut ball = Geom::new("ball", 1, GeomShape::Sphere { radius: r });
         ball.contype = ct;
@@ -441,12 +601,28 @@ fn body_filters_same_body_parent_child_world_and_static() {
         sphere("c", 3),
         sphere("w", 4),
         sphere("s", 5),
-        placed(Geom::new("world_ball", 0, GeomShape::Sphere { radius: 0.3 }), Quat::identity(), at(0.2)),
-        placed(Geom::new("plane", 0, GeomShape::Plane), Quat::identity(), Vec3::new(0.0, 0.0, -5.0)),
+        placed(
+            Geom::new("world_ball", 0, GeomShape::Sphere { radius: 0.3 }),
+            Quat::identity(),
+            at(0.2),
+        ),
+        placed(
+            Geom::new("plane", 0, GeomShape::Plane),
+            Quat::identity(),
+            Vec3::new(0.0, 0.0, -5.0),
+        ),
     ];
-    let (model, cs) = run(ModelParts { bodies, joints, geoms, ..Default::default() });
+    let (model, cs) = run(ModelParts {
+        bodies,
+        joints,
+        geoms,
+        ..Default::default()
+    });
     let id = |n: &str| model.geom_id(n).unwrap();
-    let mut got: Vec<(usize, usize)> = cs.iter().map(|c| (c.geoms[0].min(c.geoms[1]), c.geoms[0].max(c.geoms[1]))).collect();
+    let mut got: Vec<(usize, usize)> = cs
+        .iter()
+        .map(|c| (c.geoms[0].min(c.geoms[1]), c.geoms[0].max(c.geoms[1])))
+        .collect();
     got.dedup();
     let mut want = vec![
         // A's geoms with C (siblings under the world) and with the static S and world geoms.
@@ -494,7 +670,12 @@ fn contact_material_is_mixed_in_pair_order() {
     ball.material.friction = [0.7, 0.002, 0.001];
     ball.material.ke = 3000.0;
     let (model, cs) = run(ModelParts {
-        bodies: vec![free_body("b", 0, Vec3::new(0.0, 0.0, r - 0.01), Quat::identity())],
+        bodies: vec![free_body(
+            "b",
+            0,
+            Vec3::new(0.0, 0.0, r - 0.01),
+            Quat::identity(),
+        )],
         joints: vec![Joint::new("free", JointKind::Free, 1)],
         geoms: vec![ball.clone(), plane.clone()],
         ..Default::default()
@@ -507,19 +688,37 @@ fn contact_material_is_mixed_in_pair_order() {
     assert_eq!(m.friction, [0.7, 0.7, 0.01, 0.001, 0.001]);
     assert_eq!(m.ke, 2000.0);
     assert!((m.penalty_mu - 0.5).abs() < 1e-15);
-    assert_eq!(m, mix_materials(&model.geoms[1].material, &model.geoms[0].material));
+    assert_eq!(
+        m,
+        mix_materials(&model.geoms[1].material, &model.geoms[0].material)
+    );
 }
 
 #[test]
 fn unsupported_or_degenerate_inputs_do_not_panic() {
     // A plane against a triangle mesh on a free body, and a non-finite placement.
-    let vertices = vec![Point3::new(0.0, 0.0, 0.0), Point3::new(1.0, 0.0, 0.0), Point3::new(0.0, 1.0, 0.0)];
-    let mesh = GeomShape::TriangleMesh { vertices, triangles: vec![[0, 1, 2]] };
-    let (_, _cs) = one_body(vec![Geom::new("plane", 0, GeomShape::Plane)], mesh, Vec3::new(0.0, 0.0, -0.01), Quat::identity());
+    let vertices = vec![
+        Point3::new(0.0, 0.0, 0.0),
+        Point3::new(1.0, 0.0, 0.0),
+        Point3::new(0.0, 1.0, 0.0),
+    ];
+    let mesh = GeomShape::TriangleMesh {
+        vertices,
+        triangles: vec![[0, 1, 2]],
+    };
+    let (_, _cs) = one_body(
+        vec![Geom::new("plane", 0, GeomShape::Plane)],
+        mesh,
+        Vec3::new(0.0, 0.0, -0.01),
+        Quat::identity(),
+    );
     let model = Model::new(ModelParts {
         bodies: vec![free_body("b", 0, Vec3::zeros(), Quat::identity())],
         joints: vec![Joint::new("free", JointKind::Free, 1)],
-        geoms: vec![Geom::new("plane", 0, GeomShape::Plane), Geom::new("ball", 1, GeomShape::Sphere { radius: 0.1 })],
+        geoms: vec![
+            Geom::new("plane", 0, GeomShape::Plane),
+            Geom::new("ball", 1, GeomShape::Sphere { radius: 0.1 }),
+        ],
         ..Default::default()
     })
     .unwrap();
@@ -541,16 +740,38 @@ fn sphere_above_sloped_height_field() {
             let y = -sy / 2.0 + i as f64 * sy / (nr - 1) as f64;
             s * if along_y { y } else { x }
         });
-        let slope = if along_y { Vec3::new(0.0, -s, 1.0) } else { Vec3::new(-s, 0.0, 1.0) };
+        let slope = if along_y {
+            Vec3::new(0.0, -s, 1.0)
+        } else {
+            Vec3::new(-s, 0.0, 1.0)
+        };
         let n = slope / (1.0 + s * s).sqrt();
         let gap = -0.004;
         // Sphere centre at distance r + gap from the surface point (0.13, 0.21, s·coord) along n,
         // inside a cell, away from the cell diagonals.
         let foot = Vec3::new(0.13, 0.21, s * if along_y { 0.21 } else { 0.13 });
         let c = foot + n * (r + gap);
-        let hf = Geom::new("hf", 0, GeomShape::HeightField { heights, size_x: sx, size_y: sy });
-        let (_, cs) = one_body(vec![hf], GeomShape::Sphere { radius: r }, c, Quat::identity());
-        assert_contacts(&cs, &n, &[(foot + n * (gap / 2.0), gap)], "sphere-height field");
+        let hf = Geom::new(
+            "hf",
+            0,
+            GeomShape::HeightField {
+                heights,
+                size_x: sx,
+                size_y: sy,
+            },
+        );
+        let (_, cs) = one_body(
+            vec![hf],
+            GeomShape::Sphere { radius: r },
+            c,
+            Quat::identity(),
+        );
+        assert_contacts(
+            &cs,
+            &n,
+            &[(foot + n * (gap / 2.0), gap)],
+            "sphere-height field",
+        );
         assert_eq!(cs[0].geoms, [0, 1]);
     }
 }

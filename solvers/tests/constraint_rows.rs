@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use contactlab_solvers::constraint::{
-    contact_rows, friction_loss_rows, limit_rows, model_rows, stack_jacobian, ContactComponent, ConstraintRow, LimitSide,
-    RowKind,
+    contact_rows, friction_loss_rows, limit_rows, model_rows, stack_jacobian, ConstraintRow,
+    ContactComponent, LimitSide, RowKind,
 };
 use contactlab_solvers::dynamics::differentiate_positions;
 use contactlab_solvers::kinematics::{forward_kinematics, Kinematics};
@@ -48,7 +48,11 @@ fn equality_and_limit_rows_match_finite_differences() {
                         (row.vel - (p.pos - m.pos) / (2.0 * D)).abs(),
                     ),
                     RowKind::JointLimit { joint, .. } => (
-                        if model.joints[joint].kind == contactlab_solvers::model::JointKind::Ball { "ball limit" } else { "hinge/slide limit" },
+                        if model.joints[joint].kind == contactlab_solvers::model::JointKind::Ball {
+                            "ball limit"
+                        } else {
+                            "hinge/slide limit"
+                        },
                         (row.vel - (p.pos - m.pos) / (2.0 * D)).abs(),
                     ),
                     RowKind::Contact { .. } => unreachable!(),
@@ -58,7 +62,10 @@ fn equality_and_limit_rows_match_finite_differences() {
             }
         }
         let listed: Vec<String> = worst.iter().map(|(k, e)| format!("{k} {e:.3e}")).collect();
-        println!("J·v vs d(pos)/dt (free_base = {free_base}): {}", listed.join(", "));
+        println!(
+            "J·v vs d(pos)/dt (free_base = {free_base}): {}",
+            listed.join(", ")
+        );
         assert_eq!(worst.len(), 6, "every row kind exercised: {worst:?}");
         assert!(worst.values().all(|&e| e < 1e-6));
     }
@@ -72,20 +79,43 @@ fn limit_rows_follow_mujoco_signs_and_activation() {
     let mut q = model.qpos0.clone();
     let v = DVector::from_element(model.nv, 0.5);
     q[j.qpos_adr] = -1.05; // range (−1, 1.2): 0.05 below the lower bound
-    let rows: Vec<_> = limit_rows(&model, &q, &v, 0.0).into_iter().filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1)).collect();
+    let rows: Vec<_> = limit_rows(&model, &q, &v, 0.0)
+        .into_iter()
+        .filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1))
+        .collect();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].kind, RowKind::JointLimit { joint: h1, side: LimitSide::Lower });
+    assert_eq!(
+        rows[0].kind,
+        RowKind::JointLimit {
+            joint: h1,
+            side: LimitSide::Lower
+        }
+    );
     assert!((rows[0].pos + 0.05).abs() < 1e-12);
     assert_eq!(rows[0].jac[j.dof_adr], 1.0);
     q[j.qpos_adr] = 1.25;
-    let rows: Vec<_> = limit_rows(&model, &q, &v, 0.0).into_iter().filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1)).collect();
-    assert_eq!(rows[0].kind, RowKind::JointLimit { joint: h1, side: LimitSide::Upper });
+    let rows: Vec<_> = limit_rows(&model, &q, &v, 0.0)
+        .into_iter()
+        .filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1))
+        .collect();
+    assert_eq!(
+        rows[0].kind,
+        RowKind::JointLimit {
+            joint: h1,
+            side: LimitSide::Upper
+        }
+    );
     assert!((rows[0].pos + 0.05).abs() < 1e-12);
     assert_eq!(rows[0].jac[j.dof_adr], -1.0);
     assert_eq!(rows[0].vel, -0.5);
     // Inside the range, beyond the margin: no row; within the margin: a row with dist > 0.
     q[j.qpos_adr] = 1.1;
-    let count = |m: f64| limit_rows(&model, &q, &v, m).iter().filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1)).count();
+    let count = |m: f64| {
+        limit_rows(&model, &q, &v, m)
+            .iter()
+            .filter(|r| matches!(r.kind, RowKind::JointLimit { joint, .. } if joint == h1))
+            .count()
+    };
     assert_eq!((count(0.0), count(0.2)), (0, 1));
     // Friction loss: one row per dof with frictionloss > 0 (hinge1: 1 dof, ball3: 3 dofs).
     assert_eq!(friction_loss_rows(&model, &v).len(), 4);
@@ -111,7 +141,10 @@ fn contact_rows_match_finite_differences() {
             let b1 = trial % nb;
             let b2 = 1 + (trial * 3 + 1) % (nb - 1);
             let point = kin.xpos[b2] + Vec3::new(0.1, -0.05, 0.2);
-            let frame: Matrix3<f64> = random_quat(&mut r).to_rotation_matrix().into_inner().transpose();
+            let frame: Matrix3<f64> = random_quat(&mut r)
+                .to_rotation_matrix()
+                .into_inner()
+                .transpose();
             let gap = -0.003;
             let rows = contact_rows(&model, &kin, &v, trial, [b1, b2], &point, &frame, gap, 6);
             assert_eq!(rows.len(), 6);
@@ -119,14 +152,22 @@ fn contact_rows_match_finite_differences() {
             // Material points of each body coinciding with `point` now, and the rotations.
             let local = |b: usize| kin.xquat[b].inverse() * (point - kin.xpos[b]);
             let (l1, l2) = (local(b1), local(b2));
-            let (kp, km) = (forward_kinematics(&model, &advance(&model, &q, &v, D)), forward_kinematics(&model, &advance(&model, &q, &v, -D)));
+            let (kp, km) = (
+                forward_kinematics(&model, &advance(&model, &q, &v, D)),
+                forward_kinematics(&model, &advance(&model, &q, &v, -D)),
+            );
             let rel = |k: &Kinematics| body_point(k, b2, &l2) - body_point(k, b1, &l1);
             let dv = (rel(&kp) - rel(&km)) / (2.0 * D);
             let rot = |b: usize| (kp.xquat[b] * km.xquat[b].inverse()).scaled_axis() / (2.0 * D);
             let dw = rot(b2) - rot(b1);
             for (i, row) in rows.iter().enumerate() {
-                let RowKind::Contact { contact, component } = row.kind else { panic!() };
-                assert_eq!((contact, component), (trial, ContactComponent::for_condim(6)[i]));
+                let RowKind::Contact { contact, component } = row.kind else {
+                    panic!()
+                };
+                assert_eq!(
+                    (contact, component),
+                    (trial, ContactComponent::for_condim(6)[i])
+                );
                 if i < 3 {
                     worst_t = worst_t.max((row.vel - frame.row(i).dot(&dv.transpose())).abs());
                 } else {
@@ -134,7 +175,17 @@ fn contact_rows_match_finite_differences() {
                 }
             }
             for (condim, n) in [(1u8, 1usize), (3, 3), (4, 4)] {
-                let sub = contact_rows(&model, &kin, &v, trial, [b1, b2], &point, &frame, gap, condim);
+                let sub = contact_rows(
+                    &model,
+                    &kin,
+                    &v,
+                    trial,
+                    [b1, b2],
+                    &point,
+                    &frame,
+                    gap,
+                    condim,
+                );
                 assert_eq!(sub.len(), n);
                 assert_eq!(sub, rows[..n].to_vec());
             }
@@ -163,6 +214,13 @@ fn stacked_jacobian_keeps_row_order() {
         RowKind::JointLimit { .. } => 2,
         RowKind::Contact { .. } => 3,
     };
-    assert!(rows.windows(2).all(|w| rank(&w[0].kind) <= rank(&w[1].kind)));
-    assert_eq!(rows.iter().filter(|r| matches!(r.kind, RowKind::Equality { .. })).count(), 3 + 6 + 1);
+    assert!(rows
+        .windows(2)
+        .all(|w| rank(&w[0].kind) <= rank(&w[1].kind)));
+    assert_eq!(
+        rows.iter()
+            .filter(|r| matches!(r.kind, RowKind::Equality { .. }))
+            .count(),
+        3 + 6 + 1
+    );
 }

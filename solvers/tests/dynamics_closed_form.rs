@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use contactlab_solvers::dynamics::{
-    bias_forces, differentiate_positions, forward_dynamics, integrate_positions, inverse_dynamics, kinetic_energy,
-    mass_matrix, momentum, potential_energy, rk4_step,
+    bias_forces, differentiate_positions, forward_dynamics, integrate_positions, inverse_dynamics,
+    kinetic_energy, mass_matrix, momentum, potential_energy, rk4_step,
 };
 use contactlab_solvers::kinematics::{forward_kinematics, point_jacobian};
 use contactlab_solvers::model::{Body, Joint, JointKind, Model, ModelParts, Vec3};
@@ -16,9 +16,18 @@ use nalgebra::{DMatrix, DVector, Matrix3};
 
 /// A single free body with COM at its origin, distinct principal inertias in a rotated frame.
 fn free_body(gravity: Vec3) -> Model {
-    let mut parts = ModelParts { name: "free".into(), ..Default::default() };
+    let mut parts = ModelParts {
+        name: "free".into(),
+        ..Default::default()
+    };
     parts.options.gravity = gravity;
-    let mut b = Body::new("box", 0, Vec3::new(0.1, -0.2, 1.0), 2.0, Vec3::new(0.1, 0.2, 0.25));
+    let mut b = Body::new(
+        "box",
+        0,
+        Vec3::new(0.1, -0.2, 1.0),
+        2.0,
+        Vec3::new(0.1, 0.2, 0.25),
+    );
     b.quat = quat([0.3, -0.4, 1.0], 0.7);
     b.inertia_frame = quat([1.0, 2.0, -1.0], 0.5);
     parts.bodies.push(b);
@@ -40,7 +49,10 @@ fn free_fall_matches_discrete_closed_form() {
     let mut q = model.qpos0.clone();
     // Horizontal drift and a tumbling spin: neither may leak into the vertical motion.
     let mut v = DVector::from_vec(vec![0.3, -0.4, 2.0, 1.0, 2.0, 0.5]);
-    let (x0, v0) = (q.fixed_rows::<3>(0).into_owned(), v.fixed_rows::<3>(0).into_owned());
+    let (x0, v0) = (
+        q.fixed_rows::<3>(0).into_owned(),
+        v.fixed_rows::<3>(0).into_owned(),
+    );
     let (h, n) = (1e-3, 1000usize);
     for _ in 0..n {
         semi_implicit_step(&model, &mut q, &mut v, h);
@@ -48,7 +60,11 @@ fn free_fall_matches_discrete_closed_form() {
     let t = h * n as f64;
     let nf = n as f64;
     // Semi-implicit Euler: v_k = v0 − g h k, z_N = z0 + h Σ_{k=1..N} v_k = z0 + v0 t − g h² N(N+1)/2.
-    let expect = Vec3::new(x0.x + v0.x * t, x0.y + v0.y * t, x0.z + v0.z * t - g * h * h * nf * (nf + 1.0) / 2.0);
+    let expect = Vec3::new(
+        x0.x + v0.x * t,
+        x0.y + v0.y * t,
+        x0.z + v0.z * t - g * h * h * nf * (nf + 1.0) / 2.0,
+    );
     let err_pos = (q.fixed_rows::<3>(0) - expect).amax();
     let err_vel = (v.fixed_rows::<3>(0) - Vec3::new(v0.x, v0.y, v0.z - g * t)).amax();
     let continuous = (x0.z + v0.z * t - 0.5 * g * t * t - q[2]).abs();
@@ -95,14 +111,21 @@ fn spinning_free_body_conserves_energy_and_angular_momentum() {
 }
 
 /// Body Jacobian at the COM (6 × nv: linear, then angular) and world rotational inertia.
-fn com_jacobian_and_inertia(model: &Model, q: &DVector<f64>, b: usize) -> (DMatrix<f64>, Matrix3<f64>) {
+fn com_jacobian_and_inertia(
+    model: &Model,
+    q: &DVector<f64>,
+    b: usize,
+) -> (DMatrix<f64>, Matrix3<f64>) {
     let kin = forward_kinematics(model, q);
     let (jl, ja) = point_jacobian(model, &kin, b, &kin.xipos[b]);
     let mut j = DMatrix::zeros(6, model.nv);
     j.rows_mut(0, 3).copy_from(&jl);
     j.rows_mut(3, 3).copy_from(&ja);
     let r = kin.ximat[b];
-    (j, r * Matrix3::from_diagonal(&model.bodies[b].inertia) * r.transpose())
+    (
+        j,
+        r * Matrix3::from_diagonal(&model.bodies[b].inertia) * r.transpose(),
+    )
 }
 
 #[test]
@@ -117,7 +140,8 @@ fn mass_matrix_equals_sum_of_body_jacobian_products() {
             for b in 1..model.bodies.len() {
                 let (j, i_world) = com_jacobian_and_inertia(&model, &q, b);
                 let mut mb = DMatrix::zeros(6, 6);
-                mb.view_mut((0, 0), (3, 3)).copy_from(&(Matrix3::identity() * model.bodies[b].mass));
+                mb.view_mut((0, 0), (3, 3))
+                    .copy_from(&(Matrix3::identity() * model.bodies[b].mass));
                 mb.view_mut((3, 3), (3, 3)).copy_from(&i_world);
                 m_ind += j.transpose() * mb * j;
             }
@@ -127,7 +151,9 @@ fn mass_matrix_equals_sum_of_body_jacobian_products() {
             let m = mass_matrix(&model, &forward_kinematics(&model, &q));
             worst = worst.max((m - m_ind).amax());
         }
-        println!("mass matrix vs Σ JᵀMJ (free_base = {free_base}, 20 configs): max |ΔM| = {worst:.3e}");
+        println!(
+            "mass matrix vs Σ JᵀMJ (free_base = {free_base}, 20 configs): max |ΔM| = {worst:.3e}"
+        );
         assert!(worst < 1e-10);
     }
 }
@@ -139,7 +165,10 @@ fn dexp_neg(eps: &Vec3, y: &Vec3) -> Vec3 {
     let (c1, c2) = if th < 1e-3 {
         (0.5 - th * th / 24.0, 1.0 / 6.0 - th * th / 120.0)
     } else {
-        ((1.0 - th.cos()) / (th * th), (th - th.sin()) / (th * th * th))
+        (
+            (1.0 - th.cos()) / (th * th),
+            (th - th.sin()) / (th * th * th),
+        )
     };
     y - c1 * eps.cross(y) + c2 * eps.cross(&eps.cross(y))
 }
@@ -172,27 +201,43 @@ fn chart_matrix(model: &Model, eps: &DVector<f64>) -> DMatrix<f64> {
 }
 
 /// Lagrangian L(ε, ε̇) = ½ vᵀ M(q(ε)) v − V(q(ε)) and momentum ∂L/∂ε̇ = Aᵀ M A ε̇.
-fn lagrangian(model: &Model, q0: &DVector<f64>, eps: &DVector<f64>, epsdot: &DVector<f64>) -> (f64, DVector<f64>) {
+fn lagrangian(
+    model: &Model,
+    q0: &DVector<f64>,
+    eps: &DVector<f64>,
+    epsdot: &DVector<f64>,
+) -> (f64, DVector<f64>) {
     let q = advance(model, q0, eps, 1.0);
     let kin = forward_kinematics(model, &q);
     let m = mass_matrix(model, &kin);
     let a = chart_matrix(model, eps);
     let v = &a * epsdot;
-    (kinetic_energy(&m, &v) - potential_energy(model, &kin, &q), a.transpose() * (&m * &v))
+    (
+        kinetic_energy(&m, &v) - potential_energy(model, &kin, &q),
+        a.transpose() * (&m * &v),
+    )
 }
 
 /// τ from the Euler–Lagrange equations in the chart around q0 (where A(0) = I, so τ_ε = τ),
 /// along ε(t) = v0 t + a t²/2 (then v(0) = v0 and v̇(0) = a), by central differences.
-fn lagrange_tau(model: &Model, q0: &DVector<f64>, v0: &DVector<f64>, acc: &DVector<f64>, d: f64) -> DVector<f64> {
+fn lagrange_tau(
+    model: &Model,
+    q0: &DVector<f64>,
+    v0: &DVector<f64>,
+    acc: &DVector<f64>,
+    d: f64,
+) -> DVector<f64> {
     let traj = |t: f64| (v0 * t + acc * (0.5 * t * t), v0 + acc * t);
     let (ep, edp) = traj(d);
     let (em, edm) = traj(-d);
-    let dpdt = (lagrangian(model, q0, &ep, &edp).1 - lagrangian(model, q0, &em, &edm).1) / (2.0 * d);
+    let dpdt =
+        (lagrangian(model, q0, &ep, &edp).1 - lagrangian(model, q0, &em, &edm).1) / (2.0 * d);
     let mut grad = DVector::zeros(model.nv);
     for k in 0..model.nv {
         let mut e = DVector::zeros(model.nv);
         e[k] = d;
-        grad[k] = (lagrangian(model, q0, &e, v0).0 - lagrangian(model, q0, &(-&e), v0).0) / (2.0 * d);
+        grad[k] =
+            (lagrangian(model, q0, &e, v0).0 - lagrangian(model, q0, &(-&e), v0).0) / (2.0 * d);
     }
     dpdt - grad
 }
@@ -247,8 +292,17 @@ fn bias_and_inverse_dynamics_match_lagrangian_finite_differences() {
 #[test]
 fn pendulum_semi_implicit_euler_energy_drift() {
     let (g, len, m) = (9.81, 1.0, 1.0);
-    let mut parts = ModelParts { name: "pendulum".into(), ..Default::default() };
-    let mut b = Body::new("bob", 0, Vec3::new(0.0, 0.0, 2.0), m, Vec3::new(1e-3, 1e-3, 1e-3));
+    let mut parts = ModelParts {
+        name: "pendulum".into(),
+        ..Default::default()
+    };
+    let mut b = Body::new(
+        "bob",
+        0,
+        Vec3::new(0.0, 0.0, 2.0),
+        m,
+        Vec3::new(1e-3, 1e-3, 1e-3),
+    );
     b.com = Vec3::new(0.0, 0.0, -len);
     parts.bodies.push(b);
     let mut j = Joint::new("hinge", JointKind::Hinge, 1);
@@ -283,7 +337,10 @@ fn pendulum_semi_implicit_euler_energy_drift() {
     // not drift. The drift (change of the 1-s mean) is what must stay below 1e-3.
     let omega = (g / len).sqrt();
     assert!(drift < 1e-3, "energy drift {drift}");
-    assert!(max_dev < 0.5 * h * omega * 1.05, "energy oscillation {max_dev} above hω/2");
+    assert!(
+        max_dev < 0.5 * h * omega * 1.05,
+        "energy oscillation {max_dev} above hω/2"
+    );
 }
 
 #[test]
@@ -297,13 +354,17 @@ fn point_jacobian_matches_finite_difference_of_positions() {
             let v = random_v(&model, &mut r, 2.0);
             let kin = forward_kinematics(&model, &q);
             let d = 1e-6;
-            let (kp, km) = (forward_kinematics(&model, &advance(&model, &q, &v, d)), forward_kinematics(&model, &advance(&model, &q, &v, -d)));
+            let (kp, km) = (
+                forward_kinematics(&model, &advance(&model, &q, &v, d)),
+                forward_kinematics(&model, &advance(&model, &q, &v, -d)),
+            );
             for b in 1..model.bodies.len() {
                 // A point fixed to body b, given in its frame.
                 let local = Vec3::new(0.1, -0.2, 0.15);
                 let p = kin.xpos[b] + kin.xquat[b] * local;
                 let (jl, ja) = point_jacobian(&model, &kin, b, &p);
-                let at = |k: &contactlab_solvers::kinematics::Kinematics| k.xpos[b] + k.xquat[b] * local;
+                let at =
+                    |k: &contactlab_solvers::kinematics::Kinematics| k.xpos[b] + k.xquat[b] * local;
                 let v_fd = (at(&kp) - at(&km)) / (2.0 * d);
                 worst_lin = worst_lin.max((jl * &v - v_fd).amax());
                 let w_fd = (kp.xquat[b] * km.xquat[b].inverse()).scaled_axis() / (2.0 * d);
@@ -331,7 +392,6 @@ fn differentiate_positions_inverts_integrate_positions() {
     assert!(worst < 1e-12);
 }
 
-
 #[test]
 fn rk4_step_is_fourth_order_on_a_floating_chain() {
     // One-second rollouts of the free-base chain under gravity at h, h/2 against a reference at
@@ -351,7 +411,9 @@ fn rk4_step_is_fourth_order_on_a_floating_chain() {
     let (qr, vr) = roll(0.2 / 256.0, 256);
     let err = |h: f64, n: usize| {
         let (q, v) = roll(h, n);
-        differentiate_positions(&model, &qr, &q, 1.0).amax().max((v - &vr).amax())
+        differentiate_positions(&model, &qr, &q, 1.0)
+            .amax()
+            .max((v - &vr).amax())
     };
     let (e1, e2) = (err(0.2 / 16.0, 16), err(0.2 / 32.0, 32));
     println!("rk4_step order check, 0.2 s: error at h = 12.5 ms {e1:.3e}, at 6.25 ms {e2:.3e}, ratio {:.2}", e1 / e2);

@@ -45,7 +45,9 @@
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Quat, Vec3};
+use contactlab_solvers::model::{
+    Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Quat, Vec3,
+};
 use contactlab_solvers::State;
 use nalgebra::{DVector, UnitQuaternion};
 use rand::{Rng, SeedableRng};
@@ -145,8 +147,16 @@ pub struct Pose2 {
 impl BoxTraversalParams {
     /// The instance's start pose of the chassis origin and its target pose (module doc).
     pub fn instance(&self) -> (Pose2, Pose2) {
-        let mut start = Pose2 { x: 0.0, y: 0.0, yaw: 0.0 };
-        let mut target = Pose2 { x: self.target[0], y: self.target[1], yaw: self.target_yaw.to_radians() };
+        let mut start = Pose2 {
+            x: 0.0,
+            y: 0.0,
+            yaw: 0.0,
+        };
+        let mut target = Pose2 {
+            x: self.target[0],
+            y: self.target[1],
+            yaw: self.target_yaw.to_radians(),
+        };
         if self.seed != 0 {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
             start.x += rng.random_range(-0.1..=0.1);
@@ -182,7 +192,10 @@ impl Spline {
     /// If fewer than 2 knots, knots of different lengths, or a non-positive horizon.
     pub fn new(horizon: f64, values: Vec<Vec<f64>>) -> Self {
         assert!(values.len() >= 2, "a spline needs at least 2 knots");
-        assert!(values.iter().all(|v| v.len() == values[0].len()), "knots of different lengths");
+        assert!(
+            values.iter().all(|v| v.len() == values[0].len()),
+            "knots of different lengths"
+        );
         assert!(horizon > 0.0, "horizon must be > 0");
         Self { horizon, values }
     }
@@ -193,7 +206,11 @@ impl Spline {
         let s = (t / self.horizon).clamp(0.0, 1.0) * k as f64;
         let i = (s.floor() as usize).min(k - 1);
         let w = s - i as f64;
-        self.values[i].iter().zip(&self.values[i + 1]).map(|(a, b)| a + w * (b - a)).collect()
+        self.values[i]
+            .iter()
+            .zip(&self.values[i + 1])
+            .map(|(a, b)| a + w * (b - a))
+            .collect()
     }
 
     /// `d u_j(t) / d values[k][j]` (the same for every actuator j): the hat-function weight of

@@ -30,7 +30,9 @@
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Vec3};
+use contactlab_solvers::model::{
+    Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Vec3,
+};
 use contactlab_solvers::State;
 use nalgebra::DVector;
 use serde::{Deserialize, Serialize};
@@ -96,7 +98,12 @@ impl CartpoleTaskParams {
 
     /// `cartpole_task_ostrich`'s defaults (Ostrich gradient tests).
     pub fn ostrich() -> Self {
-        Self { cart_half: [0.3, 0.5, 0.2], pole_length: 2.0, timestep: 0.01, ..Self::standard() }
+        Self {
+            cart_half: [0.3, 0.5, 0.2],
+            pole_length: 2.0,
+            timestep: 0.01,
+            ..Self::standard()
+        }
     }
 
     /// The linearized fall rate λ (1/s) of the unforced pole near upright (module doc).
@@ -127,7 +134,8 @@ pub struct PerStep {
 impl PerStep {
     /// The control vector (one motor) at time `t` (s); zero if there are no forces.
     pub fn at(&self, t: f64) -> Vec<f64> {
-        let k = ((t / self.h + 1e-9).floor().max(0.0) as usize).min(self.forces.len().saturating_sub(1));
+        let k = ((t / self.h + 1e-9).floor().max(0.0) as usize)
+            .min(self.forces.len().saturating_sub(1));
         vec![self.forces.get(k).copied().unwrap_or(0.0)]
     }
 }
@@ -146,7 +154,11 @@ pub fn balance_feedback(_t: f64, s: &State) -> Vec<f64> {
 }
 
 /// Parse `v` over `defaults` (keys in `v` override; unknown keys are errors).
-fn parse_over(name: &str, v: &serde_json::Value, defaults: CartpoleTaskParams) -> Result<CartpoleTaskParams, SceneError> {
+fn parse_over(
+    name: &str,
+    v: &serde_json::Value,
+    defaults: CartpoleTaskParams,
+) -> Result<CartpoleTaskParams, SceneError> {
     let mut base = serde_json::to_value(defaults).expect("parameters serialize");
     match v {
         serde_json::Value::Null => {}
@@ -154,28 +166,65 @@ fn parse_over(name: &str, v: &serde_json::Value, defaults: CartpoleTaskParams) -
             let obj = base.as_object_mut().expect("an object");
             for (k, x) in m {
                 if !obj.contains_key(k) {
-                    return Err(bad(name, format!("unknown field `{k}`, expected one of {}", obj.keys().cloned().collect::<Vec<_>>().join(", "))));
+                    return Err(bad(
+                        name,
+                        format!(
+                            "unknown field `{k}`, expected one of {}",
+                            obj.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
                 }
                 obj.insert(k.clone(), x.clone());
             }
         }
-        other => return Err(bad(name, format!("parameters must be an object, got {other}"))),
+        other => {
+            return Err(bad(
+                name,
+                format!("parameters must be an object, got {other}"),
+            ))
+        }
     }
     serde_json::from_value(base).map_err(|e| bad(name, e.to_string()))
 }
 
 fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
     let [hx, hy, hz] = p.cart_half;
-    positive(name, &[
-        ("horizon", p.horizon), ("timestep", p.timestep), ("cart_mass", p.cart_mass), ("cart_half[0]", hx), ("cart_half[1]", hy),
-        ("cart_half[2]", hz), ("pole_mass", p.pole_mass), ("pole_length", p.pole_length), ("rail", p.rail), ("max_force", p.max_force),
-    ])?;
-    let mut parts = ModelParts { name: name.into(), ..ModelParts::default() };
+    positive(
+        name,
+        &[
+            ("horizon", p.horizon),
+            ("timestep", p.timestep),
+            ("cart_mass", p.cart_mass),
+            ("cart_half[0]", hx),
+            ("cart_half[1]", hy),
+            ("cart_half[2]", hz),
+            ("pole_mass", p.pole_mass),
+            ("pole_length", p.pole_length),
+            ("rail", p.rail),
+            ("max_force", p.max_force),
+        ],
+    )?;
+    let mut parts = ModelParts {
+        name: name.into(),
+        ..ModelParts::default()
+    };
     parts.options.timestep = p.timestep;
-    parts.bodies.push(Body::new("cart", 0, Vec3::new(0.0, 0.0, 1.0), p.cart_mass, Vec3::from(box_inertia(p.cart_mass, p.cart_half))));
+    parts.bodies.push(Body::new(
+        "cart",
+        0,
+        Vec3::new(0.0, 0.0, 1.0),
+        p.cart_mass,
+        Vec3::from(box_inertia(p.cart_mass, p.cart_half)),
+    ));
     let (m, len) = (p.pole_mass, p.pole_length);
     let rod = m * len * len / 12.0;
-    let mut pole = Body::new("pole", 1, Vec3::zeros(), m, Vec3::new(rod, rod, 0.5 * m * 0.02 * 0.02));
+    let mut pole = Body::new(
+        "pole",
+        1,
+        Vec3::zeros(),
+        m,
+        Vec3::new(rod, rod, 0.5 * m * 0.02 * 0.02),
+    );
     pole.com = Vec3::new(0.0, 0.0, len / 2.0);
     parts.bodies.push(pole);
     let mut slider = Joint::new("slider", JointKind::Slide, 1);
@@ -184,8 +233,21 @@ fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
     let mut hinge = Joint::new("hinge", JointKind::Hinge, 2);
     hinge.axis = Vec3::y();
     parts.joints.extend([slider, hinge]);
-    let mut cart_geom = Geom::new("cart_geom", 1, GeomShape::Box { half: Vec3::new(hx, hy, hz) });
-    let mut pole_geom = Geom::new("pole_geom", 2, GeomShape::Capsule { radius: 0.02, half_length: len / 2.0 });
+    let mut cart_geom = Geom::new(
+        "cart_geom",
+        1,
+        GeomShape::Box {
+            half: Vec3::new(hx, hy, hz),
+        },
+    );
+    let mut pole_geom = Geom::new(
+        "pole_geom",
+        2,
+        GeomShape::Capsule {
+            radius: 0.02,
+            half_length: len / 2.0,
+        },
+    );
     pole_geom.pos = Vec3::new(0.0, 0.0, len / 2.0);
     for g in [&mut cart_geom, &mut pole_geom] {
         g.contype = 0;
@@ -208,7 +270,11 @@ fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
     if !angle0.is_finite() {
         return Err(bad(name, format!("angle0 = {angle0} must be finite")));
     }
-    let initial = State { q: DVector::from_vec(vec![0.0, angle0]), v: DVector::zeros(2), t: 0.0 };
+    let initial = State {
+        q: DVector::from_vec(vec![0.0, angle0]),
+        v: DVector::zeros(2),
+        t: 0.0,
+    };
     // The motor can add at most max_force × (2 rail) of work per pass; allow the pole's full
     // potential-energy swing plus the cart's kinetic energy at 10 m/s.
     let allowance = 2.0 * m * G * len + 0.5 * (p.cart_mass + m) * 100.0;
@@ -228,17 +294,72 @@ fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
 }
 
 const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "task", default: "balance", unit: "-", doc: "balance | swing_up" },
-    ParamDoc { name: "angle0", default: "null", unit: "rad", doc: "initial pole angle from upright (null: 0.2 balance, pi swing-up)" },
-    ParamDoc { name: "horizon", default: "3.0", unit: "s", doc: "simulated duration" },
-    ParamDoc { name: "timestep", default: "0.002 (ostrich 0.01)", unit: "s", doc: "model timestep" },
-    ParamDoc { name: "cart_mass", default: "1.0", unit: "kg", doc: "cart mass" },
-    ParamDoc { name: "cart_half", default: "[0.2, 0.1, 0.05] (ostrich [0.3, 0.5, 0.2])", unit: "m", doc: "cart box half-extents" },
-    ParamDoc { name: "pole_mass", default: "0.1", unit: "kg", doc: "pole mass" },
-    ParamDoc { name: "pole_length", default: "1.0 (ostrich 2.0)", unit: "m", doc: "pole length" },
-    ParamDoc { name: "rail", default: "3.0", unit: "m", doc: "slider range [-rail, rail]" },
-    ParamDoc { name: "max_force", default: "30.0", unit: "N", doc: "motor force clamp" },
-    ParamDoc { name: "position_weight", default: "0.1", unit: "rad^2/m^2", doc: "weight of x^2 in the loss" },
+    ParamDoc {
+        name: "task",
+        default: "balance",
+        unit: "-",
+        doc: "balance | swing_up",
+    },
+    ParamDoc {
+        name: "angle0",
+        default: "null",
+        unit: "rad",
+        doc: "initial pole angle from upright (null: 0.2 balance, pi swing-up)",
+    },
+    ParamDoc {
+        name: "horizon",
+        default: "3.0",
+        unit: "s",
+        doc: "simulated duration",
+    },
+    ParamDoc {
+        name: "timestep",
+        default: "0.002 (ostrich 0.01)",
+        unit: "s",
+        doc: "model timestep",
+    },
+    ParamDoc {
+        name: "cart_mass",
+        default: "1.0",
+        unit: "kg",
+        doc: "cart mass",
+    },
+    ParamDoc {
+        name: "cart_half",
+        default: "[0.2, 0.1, 0.05] (ostrich [0.3, 0.5, 0.2])",
+        unit: "m",
+        doc: "cart box half-extents",
+    },
+    ParamDoc {
+        name: "pole_mass",
+        default: "0.1",
+        unit: "kg",
+        doc: "pole mass",
+    },
+    ParamDoc {
+        name: "pole_length",
+        default: "1.0 (ostrich 2.0)",
+        unit: "m",
+        doc: "pole length",
+    },
+    ParamDoc {
+        name: "rail",
+        default: "3.0",
+        unit: "m",
+        doc: "slider range [-rail, rail]",
+    },
+    ParamDoc {
+        name: "max_force",
+        default: "30.0",
+        unit: "N",
+        doc: "motor force clamp",
+    },
+    ParamDoc {
+        name: "position_weight",
+        default: "0.1",
+        unit: "rad^2/m^2",
+        doc: "weight of x^2 in the loss",
+    },
 ];
 
 /// `cartpole_task` (module documentation).

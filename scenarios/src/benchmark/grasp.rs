@@ -41,7 +41,9 @@
 
 use contactlab_solvers::formulation::{ParamDoc, StepReport};
 use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{Actuator, ActuatorKind, Body, Geom, Joint, JointKind, Model, ModelParts, Vec3};
+use contactlab_solvers::model::{
+    Actuator, ActuatorKind, Body, Geom, Joint, JointKind, Model, ModelParts, Vec3,
+};
 use contactlab_solvers::State;
 use nalgebra::DVector;
 use serde::{Deserialize, Serialize};
@@ -94,7 +96,17 @@ pub struct GraspParams {
 
 impl Default for GraspParams {
     fn default() -> Self {
-        Self { object_size: [0.06, 0.06, 0.10], object_mass: 0.3, friction: 0.8, grip_force: 10.0, lift_speed: 0.2, horizon: None, ke: 1e5, kd: 20.0, kf: 100.0 }
+        Self {
+            object_size: [0.06, 0.06, 0.10],
+            object_mass: 0.3,
+            friction: 0.8,
+            grip_force: 10.0,
+            lift_speed: 0.2,
+            horizon: None,
+            ke: 1e5,
+            kd: 20.0,
+            kf: 100.0,
+        }
     }
 }
 
@@ -161,7 +173,11 @@ impl GraspMonitor {
     /// # Panics
     /// If the model is not a `grasp` scene's.
     pub fn new(model: &Model, initial: &State) -> Self {
-        let id = |n: &str| model.geom_id(n).unwrap_or_else(|| panic!("not a grasp model: no geom {n}"));
+        let id = |n: &str| {
+            model
+                .geom_id(n)
+                .unwrap_or_else(|| panic!("not a grasp model: no geom {n}"))
+        };
         Self {
             fingers: [id("finger_left_geom"), id("finger_right_geom")],
             object: id("object_geom"),
@@ -173,7 +189,12 @@ impl GraspMonitor {
             peak_penetration: 0.0,
             force_sum: [0.0; 2],
             hold_steps: 0,
-            hold_start: T_CLOSE + LIFT_HEIGHT / model.actuators[0].ctrl_range.expect("grasp's lift has a control clamp").1,
+            hold_start: T_CLOSE
+                + LIFT_HEIGHT
+                    / model.actuators[0]
+                        .ctrl_range
+                        .expect("grasp's lift has a control clamp")
+                        .1,
         }
     }
 

@@ -6,7 +6,10 @@ use contactlab_solvers::model::{ModelParts, Quat, Vec3};
 use nalgebra::UnitQuaternion;
 use serde::{Deserialize, Serialize};
 
-use super::{check_material, floor, free_body, free_state, model, positive, Material, CUBE_INERTIA, G, MATERIAL_DOCS};
+use super::{
+    check_material, floor, free_body, free_state, model, positive, Material, CUBE_INERTIA, G,
+    MATERIAL_DOCS,
+};
 use crate::{parse_params, AnalyticValue, Scene, SceneEntry, SceneError};
 
 /// Half-size of the reference cube (m).
@@ -92,9 +95,24 @@ pub const BOX_DROP: SceneEntry = SceneEntry {
     name: "box_drop",
     description: "0.1 m cube dropped from 0.3 m spinning at (2, 1, 0) rad/s onto a plane (mu 0.5)",
     params: &[
-        ParamDoc { name: "height", default: "0.3", unit: "m", doc: "initial height of the cube centre" },
-        ParamDoc { name: "horizon", default: "1.5", unit: "s", doc: "simulated duration" },
-        ParamDoc { name: "friction", default: "0.5", unit: "-", doc: "sliding friction of both geoms" },
+        ParamDoc {
+            name: "height",
+            default: "0.3",
+            unit: "m",
+            doc: "initial height of the cube centre",
+        },
+        ParamDoc {
+            name: "horizon",
+            default: "1.5",
+            unit: "s",
+            doc: "simulated duration",
+        },
+        ParamDoc {
+            name: "friction",
+            default: "0.5",
+            unit: "-",
+            doc: "sliding friction of both geoms",
+        },
         MATERIAL_DOCS[0],
         MATERIAL_DOCS[1],
         MATERIAL_DOCS[2],
@@ -103,20 +121,53 @@ pub const BOX_DROP: SceneEntry = SceneEntry {
         let p: BoxDropParams = parse_params("box_drop", v)?;
         positive("box_drop", "height", p.height)?;
         positive("box_drop", "horizon", p.horizon)?;
-        cube_on_plane("box_drop", &p.material(), 0.0, p.horizon, |m| {
-            free_state(m, Vec3::new(0.0, 0.0, p.height), Quat::identity(), Vec3::zeros(), Vec3::new(2.0, 1.0, 0.0))
-        }, vec![AnalyticValue { name: "rest_normal_force_N", value: G, formula: "m g" }])
+        cube_on_plane(
+            "box_drop",
+            &p.material(),
+            0.0,
+            p.horizon,
+            |m| {
+                free_state(
+                    m,
+                    Vec3::new(0.0, 0.0, p.height),
+                    Quat::identity(),
+                    Vec3::zeros(),
+                    Vec3::new(2.0, 1.0, 0.0),
+                )
+            },
+            vec![AnalyticValue {
+                name: "rest_normal_force_N",
+                value: G,
+                formula: "m g",
+            }],
+        )
     },
 };
 
 /// `box_slide`: a cube sliding on the plane until friction stops it.
 pub const BOX_SLIDE: SceneEntry = SceneEntry {
     name: "box_slide",
-    description: "0.1 m cube resting on a plane, launched along +x at 2 m/s; friction stops it (mu 0.3)",
+    description:
+        "0.1 m cube resting on a plane, launched along +x at 2 m/s; friction stops it (mu 0.3)",
     params: &[
-        ParamDoc { name: "v0", default: "2.0", unit: "m/s", doc: "initial speed along +x" },
-        ParamDoc { name: "horizon", default: "1.0", unit: "s", doc: "simulated duration" },
-        ParamDoc { name: "friction", default: "0.3", unit: "-", doc: "sliding friction of both geoms" },
+        ParamDoc {
+            name: "v0",
+            default: "2.0",
+            unit: "m/s",
+            doc: "initial speed along +x",
+        },
+        ParamDoc {
+            name: "horizon",
+            default: "1.0",
+            unit: "s",
+            doc: "simulated duration",
+        },
+        ParamDoc {
+            name: "friction",
+            default: "0.3",
+            unit: "-",
+            doc: "sliding friction of both geoms",
+        },
         MATERIAL_DOCS[0],
         MATERIAL_DOCS[1],
         MATERIAL_DOCS[2],
@@ -125,12 +176,33 @@ pub const BOX_SLIDE: SceneEntry = SceneEntry {
         let p: BoxSlideParams = parse_params("box_slide", v)?;
         positive("box_slide", "horizon", p.horizon)?;
         let stop = p.v0 * p.v0 / (2.0 * p.friction * G);
-        cube_on_plane("box_slide", &p.material(), 0.0, p.horizon, |m| {
-            free_state(m, Vec3::new(0.0, 0.0, CUBE_HALF), Quat::identity(), Vec3::new(p.v0, 0.0, 0.0), Vec3::zeros())
-        }, vec![
-            AnalyticValue { name: "stop_distance_m", value: stop, formula: "v0^2 / (2 mu g)" },
-            AnalyticValue { name: "stop_time_s", value: p.v0 / (p.friction * G), formula: "v0 / (mu g)" },
-        ])
+        cube_on_plane(
+            "box_slide",
+            &p.material(),
+            0.0,
+            p.horizon,
+            |m| {
+                free_state(
+                    m,
+                    Vec3::new(0.0, 0.0, CUBE_HALF),
+                    Quat::identity(),
+                    Vec3::new(p.v0, 0.0, 0.0),
+                    Vec3::zeros(),
+                )
+            },
+            vec![
+                AnalyticValue {
+                    name: "stop_distance_m",
+                    value: stop,
+                    formula: "v0^2 / (2 mu g)",
+                },
+                AnalyticValue {
+                    name: "stop_time_s",
+                    value: p.v0 / (p.friction * G),
+                    formula: "v0 / (mu g)",
+                },
+            ],
+        )
     },
 };
 
@@ -208,10 +280,30 @@ fn cube_on_plane(
     analytic: Vec<AnalyticValue>,
 ) -> Result<Scene, SceneError> {
     check_material(name, material)?;
-    let mut parts = ModelParts { name: name.into(), ..ModelParts::default() };
+    let mut parts = ModelParts {
+        name: name.into(),
+        ..ModelParts::default()
+    };
     parts.geoms.push(floor(tilt, material));
-    free_body(&mut parts, "cube", GeomShape::Box { half: Vec3::repeat(CUBE_HALF) }, 1.0, CUBE_INERTIA, material);
+    free_body(
+        &mut parts,
+        "cube",
+        GeomShape::Box {
+            half: Vec3::repeat(CUBE_HALF),
+        },
+        1.0,
+        CUBE_INERTIA,
+        material,
+    );
     let m = model(name, parts)?;
     let initial = initial(&m);
-    Ok(Scene { model: m, initial, horizon, controls: None, energy_allowance: 0.1, speed_bound: 50.0, analytic })
+    Ok(Scene {
+        model: m,
+        initial,
+        horizon,
+        controls: None,
+        energy_allowance: 0.1,
+        speed_bound: 50.0,
+        analytic,
+    })
 }

@@ -2,7 +2,9 @@
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Vec3};
+use contactlab_solvers::model::{
+    Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Vec3,
+};
 use contactlab_solvers::State;
 use nalgebra::DVector;
 use serde::{Deserialize, Serialize};
@@ -28,7 +30,13 @@ pub struct PendulumParams {
 
 impl Default for PendulumParams {
     fn default() -> Self {
-        Self { angle0: 0.5, length: 1.0, mass: 1.0, damping: 0.0, horizon: 10.0 }
+        Self {
+            angle0: 0.5,
+            length: 1.0,
+            mass: 1.0,
+            damping: 0.0,
+            horizon: 10.0,
+        }
     }
 }
 
@@ -38,21 +46,56 @@ const BOB_INERTIA: f64 = 1e-3;
 /// `pendulum`: a hinge pendulum with no contact.
 pub const PENDULUM: SceneEntry = SceneEntry {
     name: "pendulum",
-    description: "hinge pendulum (1 kg bob, 1 m), released from 0.5 rad; no contact; energy is conserved",
+    description:
+        "hinge pendulum (1 kg bob, 1 m), released from 0.5 rad; no contact; energy is conserved",
     params: &[
-        ParamDoc { name: "angle0", default: "0.5", unit: "rad", doc: "initial angle from the downward vertical" },
-        ParamDoc { name: "length", default: "1.0", unit: "m", doc: "pivot to bob centre of mass" },
-        ParamDoc { name: "mass", default: "1.0", unit: "kg", doc: "bob mass" },
-        ParamDoc { name: "damping", default: "0.0", unit: "N m s/rad", doc: "hinge damping" },
-        ParamDoc { name: "horizon", default: "10.0", unit: "s", doc: "simulated duration" },
+        ParamDoc {
+            name: "angle0",
+            default: "0.5",
+            unit: "rad",
+            doc: "initial angle from the downward vertical",
+        },
+        ParamDoc {
+            name: "length",
+            default: "1.0",
+            unit: "m",
+            doc: "pivot to bob centre of mass",
+        },
+        ParamDoc {
+            name: "mass",
+            default: "1.0",
+            unit: "kg",
+            doc: "bob mass",
+        },
+        ParamDoc {
+            name: "damping",
+            default: "0.0",
+            unit: "N m s/rad",
+            doc: "hinge damping",
+        },
+        ParamDoc {
+            name: "horizon",
+            default: "10.0",
+            unit: "s",
+            doc: "simulated duration",
+        },
     ],
     build: |v| {
         let name = "pendulum";
         let p: PendulumParams = parse_params(name, v)?;
         positive(name, "length", p.length)?;
         positive(name, "horizon", p.horizon)?;
-        let mut parts = ModelParts { name: name.into(), ..ModelParts::default() };
-        let mut bob = Body::new("bob", 0, Vec3::new(0.0, 0.0, 2.0), p.mass, Vec3::repeat(BOB_INERTIA * p.mass));
+        let mut parts = ModelParts {
+            name: name.into(),
+            ..ModelParts::default()
+        };
+        let mut bob = Body::new(
+            "bob",
+            0,
+            Vec3::new(0.0, 0.0, 2.0),
+            p.mass,
+            Vec3::repeat(BOB_INERTIA * p.mass),
+        );
         bob.com = Vec3::new(0.0, 0.0, -p.length);
         parts.bodies.push(bob);
         let mut hinge = Joint::new("hinge", JointKind::Hinge, 1);
@@ -60,7 +103,11 @@ pub const PENDULUM: SceneEntry = SceneEntry {
         hinge.damping = p.damping;
         parts.joints.push(hinge);
         let m = model(name, parts)?;
-        let initial = State { q: DVector::from_element(1, p.angle0), v: DVector::zeros(1), t: 0.0 };
+        let initial = State {
+            q: DVector::from_element(1, p.angle0),
+            v: DVector::zeros(1),
+            t: 0.0,
+        };
         let inertia = BOB_INERTIA * p.mass + p.mass * p.length * p.length;
         let period = 2.0 * std::f64::consts::PI * (inertia / (p.mass * G * p.length)).sqrt();
         let energy = p.mass * G * p.length * (1.0 - p.angle0.cos());
@@ -71,7 +118,11 @@ pub const PENDULUM: SceneEntry = SceneEntry {
             controls: None,
             energy_allowance: 0.05 * energy.max(1e-3),
             speed_bound: 50.0,
-            analytic: vec![AnalyticValue { name: "small_angle_period_s", value: period, formula: "2 pi sqrt(I / (m g l))" }],
+            analytic: vec![AnalyticValue {
+                name: "small_angle_period_s",
+                value: period,
+                formula: "2 pi sqrt(I / (m g l))",
+            }],
         })
     },
 };
@@ -92,7 +143,12 @@ pub struct CartpoleParams {
 
 impl Default for CartpoleParams {
     fn default() -> Self {
-        Self { pole_angle: 0.5, cart_velocity: 3.0, limit: 1.0, horizon: 3.0 }
+        Self {
+            pole_angle: 0.5,
+            cart_velocity: 3.0,
+            limit: 1.0,
+            horizon: 3.0,
+        }
     }
 }
 

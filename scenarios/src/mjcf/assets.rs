@@ -45,7 +45,10 @@ pub(crate) struct Assets {
 }
 
 fn stem(file: &str) -> String {
-    PathBuf::from(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    PathBuf::from(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 impl Assets {
@@ -61,11 +64,21 @@ impl Assets {
                         let name = match (el.attribute("name"), file) {
                             (Some(n), _) => n.to_string(),
                             (None, Some(f)) => stem(f),
-                            (None, None) => return Err(ctx.err(el, MjcfErrorKind::Invalid, "a mesh needs a 'name' or a 'file'")),
+                            (None, None) => {
+                                return Err(ctx.err(
+                                    el,
+                                    MjcfErrorKind::Invalid,
+                                    "a mesh needs a 'name' or a 'file'",
+                                ))
+                            }
                         };
                         let mesh = mesh(ctx, el)?;
                         if out.meshes.insert(name.clone(), mesh).is_some() {
-                            return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("mesh name '{name}' is used twice")));
+                            return Err(ctx.err(
+                                el,
+                                MjcfErrorKind::Invalid,
+                                format!("mesh name '{name}' is used twice"),
+                            ));
                         }
                     }
                     "hfield" => {
@@ -73,11 +86,21 @@ impl Assets {
                         let name = match (el.attribute("name"), el.attribute("file")) {
                             (Some(n), _) => n.to_string(),
                             (None, Some(f)) => stem(f),
-                            (None, None) => return Err(ctx.err(el, MjcfErrorKind::Invalid, "an hfield needs a 'name' or a 'file'")),
+                            (None, None) => {
+                                return Err(ctx.err(
+                                    el,
+                                    MjcfErrorKind::Invalid,
+                                    "an hfield needs a 'name' or a 'file'",
+                                ))
+                            }
                         };
                         let h = hfield(ctx, el)?;
                         if out.hfields.insert(name.clone(), h).is_some() {
-                            return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("hfield name '{name}' is used twice")));
+                            return Err(ctx.err(
+                                el,
+                                MjcfErrorKind::Invalid,
+                                format!("hfield name '{name}' is used twice"),
+                            ));
                         }
                     }
                     t if schema::SKIPPED_ELEMENTS.contains(&t) => {}
@@ -95,28 +118,55 @@ fn asset_path(ctx: &Ctx<'_, '_>, file: &str) -> PathBuf {
     if f.is_absolute() {
         return f;
     }
-    let dir = ctx.compiler.meshdir.clone().or_else(|| ctx.compiler.assetdir.clone()).unwrap_or_default();
+    let dir = ctx
+        .compiler
+        .meshdir
+        .clone()
+        .or_else(|| ctx.compiler.assetdir.clone())
+        .unwrap_or_default();
     ctx.dir.join(dir).join(f)
 }
 
 fn mesh<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<MeshAsset, MjcfError> {
     let scale = ctx.merged(el, "mesh", "scale", &[1.0, 1.0, 1.0])?;
-    let mode = match ctx.choice(el, "mesh", "inertia", &["legacy", "exact", "convex", "shell"])? {
+    let mode = match ctx.choice(
+        el,
+        "mesh",
+        "inertia",
+        &["legacy", "exact", "convex", "shell"],
+    )? {
         None | Some("legacy") => MeshInertia::Legacy,
         Some("exact") => MeshInertia::Exact,
         Some("convex") => MeshInertia::Convex,
         Some(_) => {
-            return Err(ctx.err(el, MjcfErrorKind::Unsupported, "mesh inertia=\"shell\" is not supported; supported: legacy, exact, convex"))
+            return Err(ctx.err(
+                el,
+                MjcfErrorKind::Unsupported,
+                "mesh inertia=\"shell\" is not supported; supported: legacy, exact, convex",
+            ))
         }
     };
     let (raw, faces): (Vec<[f32; 3]>, Vec<[u32; 3]>) = match el.attribute("file") {
         Some(file) => {
             if el.has_attribute("vertex") || el.has_attribute("face") {
-                return Err(ctx.err(el, MjcfErrorKind::Invalid, "a mesh takes either 'file' or 'vertex'/'face', not both"));
+                return Err(ctx.err(
+                    el,
+                    MjcfErrorKind::Invalid,
+                    "a mesh takes either 'file' or 'vertex'/'face', not both",
+                ));
             }
             let path = asset_path(ctx, file);
-            let ext = path.extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
-            let io = |e: String| ctx.err(el, MjcfErrorKind::Io, format!("mesh file '{}': {e}", path.display()));
+            let ext = path
+                .extension()
+                .map(|e| e.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            let io = |e: String| {
+                ctx.err(
+                    el,
+                    MjcfErrorKind::Io,
+                    format!("mesh file '{}': {e}", path.display()),
+                )
+            };
             match ext.as_str() {
                 "stl" => {
                     let mut f = std::fs::File::open(&path).map_err(|e| io(e.to_string()))?;
@@ -152,21 +202,53 @@ fn mesh<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<MeshAsset, MjcfEr
             let v = ctx.nums(el, "mesh", "vertex")?.unwrap_or_default();
             let f = ctx.nums(el, "mesh", "face")?.unwrap_or_default();
             if v.len() % 3 != 0 || f.len() % 3 != 0 {
-                return Err(ctx.err(el, MjcfErrorKind::Invalid, "'vertex' and 'face' need multiples of 3 numbers"));
+                return Err(ctx.err(
+                    el,
+                    MjcfErrorKind::Invalid,
+                    "'vertex' and 'face' need multiples of 3 numbers",
+                ));
             }
-            let verts = v.chunks_exact(3).map(|c| [c[0] as f32, c[1] as f32, c[2] as f32]).collect();
-            let faces = f.chunks_exact(3).map(|c| [c[0] as u32, c[1] as u32, c[2] as u32]).collect();
+            let verts = v
+                .chunks_exact(3)
+                .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32])
+                .collect();
+            let faces = f
+                .chunks_exact(3)
+                .map(|c| [c[0] as u32, c[1] as u32, c[2] as u32])
+                .collect();
             (verts, faces)
         }
     };
     if raw.len() < 4 {
-        return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("a mesh needs at least 4 vertices, got {}", raw.len())));
+        return Err(ctx.err(
+            el,
+            MjcfErrorKind::Invalid,
+            format!("a mesh needs at least 4 vertices, got {}", raw.len()),
+        ));
     }
-    if let Some(f) = faces.iter().find(|f| f.iter().any(|&i| i as usize >= raw.len())) {
-        return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("face {f:?} refers to a missing vertex (there are {})", raw.len())));
+    if let Some(f) = faces
+        .iter()
+        .find(|f| f.iter().any(|&i| i as usize >= raw.len()))
+    {
+        return Err(ctx.err(
+            el,
+            MjcfErrorKind::Invalid,
+            format!(
+                "face {f:?} refers to a missing vertex (there are {})",
+                raw.len()
+            ),
+        ));
     }
-    let vertices: Vec<Point3<f64>> =
-        raw.iter().map(|v| Point3::new(v[0] as f64 * scale[0], v[1] as f64 * scale[1], v[2] as f64 * scale[2])).collect();
+    let vertices: Vec<Point3<f64>> = raw
+        .iter()
+        .map(|v| {
+            Point3::new(
+                v[0] as f64 * scale[0],
+                v[1] as f64 * scale[1],
+                v[2] as f64 * scale[2],
+            )
+        })
+        .collect();
     let mass = if faces.is_empty() {
         // MuJoCo makes the faces of a face-less mesh from its convex hull.
         mesh_mass(&vertices, &[], MeshInertia::Convex)
@@ -178,27 +260,54 @@ fn mesh<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<MeshAsset, MjcfEr
 
 fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, MjcfError> {
     let Some(size) = ctx.exact::<4>(el, "hfield", "size")? else {
-        return Err(ctx.err(el, MjcfErrorKind::Invalid, "an hfield needs 'size' (radius_x radius_y elevation_z base_z)"));
+        return Err(ctx.err(
+            el,
+            MjcfErrorKind::Invalid,
+            "an hfield needs 'size' (radius_x radius_y elevation_z base_z)",
+        ));
     };
     if size.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-        return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("hfield size {size:?} must be positive")));
+        return Err(ctx.err(
+            el,
+            MjcfErrorKind::Invalid,
+            format!("hfield size {size:?} must be positive"),
+        ));
     }
     let nrow = ctx.int(el, "hfield", "nrow")?.unwrap_or(0);
     let ncol = ctx.int(el, "hfield", "ncol")?.unwrap_or(0);
     let (nrow, ncol, data): (usize, usize, Vec<f32>) = if let Some(file) = el.attribute("file") {
         if nrow != 0 || ncol != 0 || el.has_attribute("elevation") {
-            return Err(ctx.err(el, MjcfErrorKind::Invalid, "an hfield from a file takes no nrow, ncol or elevation"));
+            return Err(ctx.err(
+                el,
+                MjcfErrorKind::Invalid,
+                "an hfield from a file takes no nrow, ncol or elevation",
+            ));
         }
         let path = asset_path(ctx, file);
-        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+        {
             return Err(ctx.err(
                 el,
                 MjcfErrorKind::Unsupported,
                 "PNG height fields are not supported; supported: MuJoCo's binary format (int32 nrow, int32 ncol, float32 data) or 'elevation'",
             ));
         }
-        let bytes = std::fs::read(&path).map_err(|e| ctx.err(el, MjcfErrorKind::Io, format!("hfield file '{}': {e}", path.display())))?;
-        let bad = |why: &str| ctx.err(el, MjcfErrorKind::Invalid, format!("hfield file '{}': {why}", path.display()));
+        let bytes = std::fs::read(&path).map_err(|e| {
+            ctx.err(
+                el,
+                MjcfErrorKind::Io,
+                format!("hfield file '{}': {e}", path.display()),
+            )
+        })?;
+        let bad = |why: &str| {
+            ctx.err(
+                el,
+                MjcfErrorKind::Invalid,
+                format!("hfield file '{}': {why}", path.display()),
+            )
+        };
         if bytes.len() < 8 {
             return Err(bad("missing header"));
         }
@@ -211,18 +320,29 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
         if bytes.len() != 8 + 4 * r * c {
             return Err(bad("unexpected file size"));
         }
-        let data = bytes[8..].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let data = bytes[8..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         (r, c, data)
     } else {
         if nrow < 1 || ncol < 1 {
-            return Err(ctx.err(el, MjcfErrorKind::Invalid, "an hfield needs a 'file' or positive 'nrow' and 'ncol'"));
+            return Err(ctx.err(
+                el,
+                MjcfErrorKind::Invalid,
+                "an hfield needs a 'file' or positive 'nrow' and 'ncol'",
+            ));
         }
         let (r, c) = (nrow as usize, ncol as usize);
         let data: Vec<f32> = match ctx.nums(el, "hfield", "elevation")? {
             None => vec![0.0; r * c],
             Some(e) => {
                 if e.len() != r * c {
-                    return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("elevation has {} numbers, nrow*ncol = {}", e.len(), r * c)));
+                    return Err(ctx.err(
+                        el,
+                        MjcfErrorKind::Invalid,
+                        format!("elevation has {} numbers, nrow*ncol = {}", e.len(), r * c),
+                    ));
                 }
                 // XML rows are written top to bottom; stored bottom to top.
                 let mut flipped = vec![0.0f32; r * c];
@@ -237,14 +357,27 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
         (r, c, data)
     };
     if nrow_ncol_too_small(nrow, ncol) {
-        return Err(ctx.err(el, MjcfErrorKind::Invalid, format!("a height field needs at least 2x2 samples, got {nrow}x{ncol}")));
+        return Err(ctx.err(
+            el,
+            MjcfErrorKind::Invalid,
+            format!("a height field needs at least 2x2 samples, got {nrow}x{ncol}"),
+        ));
     }
     let (mut lo, mut hi) = (1e10f32, -1e10f32);
     for &d in &data {
         lo = lo.min(d);
         hi = hi.max(d);
     }
-    let norm: Vec<f32> = data.iter().map(|&d| if hi - lo > 1e-14 { (d - lo) / (hi - lo) } else { d - lo }).collect();
+    let norm: Vec<f32> = data
+        .iter()
+        .map(|&d| {
+            if hi - lo > 1e-14 {
+                (d - lo) / (hi - lo)
+            } else {
+                d - lo
+            }
+        })
+        .collect();
     let heights = DMatrix::from_fn(nrow, ncol, |i, j| size[2] * norm[i * ncol + j] as f64);
     Ok(HfieldAsset { heights, size })
 }

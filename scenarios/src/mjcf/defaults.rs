@@ -30,7 +30,10 @@ impl<'a, 'i> Defaults<'a, 'i> {
     /// Only `main`, empty.
     pub fn empty() -> Self {
         let mut d = Defaults::default();
-        d.classes.push(Class { parent: None, elems: HashMap::new() });
+        d.classes.push(Class {
+            parent: None,
+            elems: HashMap::new(),
+        });
         d.by_name.insert("main".into(), 0);
         d
     }
@@ -38,15 +41,26 @@ impl<'a, 'i> Defaults<'a, 'i> {
     /// Read the top-level `<default>` elements of `root` (at most one) and their nested classes.
     pub fn parse(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<Self, MjcfError> {
         let mut d = Defaults::empty();
-        let tops: Vec<_> = root.children().filter(|n| n.has_tag_name("default")).collect();
+        let tops: Vec<_> = root
+            .children()
+            .filter(|n| n.has_tag_name("default"))
+            .collect();
         if tops.len() > 1 {
-            return Err(ctx.err(tops[1], MjcfErrorKind::Invalid, "only one top-level <default> is allowed; nest classes inside it"));
+            return Err(ctx.err(
+                tops[1],
+                MjcfErrorKind::Invalid,
+                "only one top-level <default> is allowed; nest classes inside it",
+            ));
         }
         if let Some(top) = tops.first() {
             ctx.check_attrs(*top, &schema::DEFAULT)?;
             if let Some(c) = top.attribute("class") {
                 if c != "main" {
-                    return Err(ctx.err(*top, MjcfErrorKind::Invalid, format!("the top-level default class must be 'main', not '{c}'")));
+                    return Err(ctx.err(
+                        *top,
+                        MjcfErrorKind::Invalid,
+                        format!("the top-level default class must be 'main', not '{c}'"),
+                    ));
                 }
             }
             d.fill(ctx, *top, 0)?;
@@ -60,13 +74,24 @@ impl<'a, 'i> Defaults<'a, 'i> {
             if tag == "default" {
                 ctx.check_attrs(child, &schema::DEFAULT)?;
                 let Some(name) = child.attribute("class") else {
-                    return Err(ctx.err(child, MjcfErrorKind::Invalid, "a nested <default> needs a 'class' attribute"));
+                    return Err(ctx.err(
+                        child,
+                        MjcfErrorKind::Invalid,
+                        "a nested <default> needs a 'class' attribute",
+                    ));
                 };
                 if self.by_name.contains_key(name) {
-                    return Err(ctx.err(child, MjcfErrorKind::Invalid, format!("default class '{name}' is defined twice")));
+                    return Err(ctx.err(
+                        child,
+                        MjcfErrorKind::Invalid,
+                        format!("default class '{name}' is defined twice"),
+                    ));
                 }
                 let k = self.classes.len();
-                self.classes.push(Class { parent: Some(idx), elems: HashMap::new() });
+                self.classes.push(Class {
+                    parent: Some(idx),
+                    elems: HashMap::new(),
+                });
                 self.by_name.insert(name.to_string(), k);
                 self.fill(ctx, child, k)?;
                 continue;
@@ -90,11 +115,19 @@ impl<'a, 'i> Defaults<'a, 'i> {
             ctx.check_attrs(child, spec)?;
             for bad in ["name", "class"] {
                 if child.has_attribute(bad) {
-                    return Err(ctx.err(child, MjcfErrorKind::Invalid, format!("attribute '{bad}' is not allowed in a default")));
+                    return Err(ctx.err(
+                        child,
+                        MjcfErrorKind::Invalid,
+                        format!("attribute '{bad}' is not allowed in a default"),
+                    ));
                 }
             }
             if self.classes[idx].elems.insert(tag, child).is_some() {
-                return Err(ctx.err(child, MjcfErrorKind::Invalid, format!("<{tag}> appears twice in the same default class")));
+                return Err(ctx.err(
+                    child,
+                    MjcfErrorKind::Invalid,
+                    format!("<{tag}> appears twice in the same default class"),
+                ));
             }
         }
         Ok(())

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use contactlab_solvers::kinematics::forward_kinematics;
 use contactlab_solvers::model::{
-    Actuator, ActuatorKind, Cone, ContactPair, EqualitySoft, Integrator, Options, SolverKind, Vec3, DEFAULT_SOLIMP, DEFAULT_SOLREF,
+    Actuator, ActuatorKind, Cone, ContactPair, EqualitySoft, Integrator, Options, SolverKind, Vec3,
+    DEFAULT_SOLIMP, DEFAULT_SOLREF,
 };
 use contactlab_solvers::model::{Equality, JointKind, Quat};
 use contactlab_solvers::{Model, State};
@@ -60,7 +61,11 @@ impl Compiler {
         if let Some(s) = ctx.str(c, T, "eulerseq")? {
             let b = s.as_bytes();
             if b.len() != 3 || !b.iter().all(|x| b"xyzXYZ".contains(x)) {
-                return Err(ctx.err(c, MjcfErrorKind::Invalid, format!("eulerseq \"{s}\" must be 3 characters from x, y, z, X, Y, Z")));
+                return Err(ctx.err(
+                    c,
+                    MjcfErrorKind::Invalid,
+                    format!("eulerseq \"{s}\" must be 3 characters from x, y, z, X, Y, Z"),
+                ));
             }
             self.eulerseq = [b[0], b[1], b[2]];
         }
@@ -96,7 +101,12 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
         if let Some(v) = ctx.exact::<3>(n, T, "gravity")? {
             o.gravity = Vec3::from(v);
         }
-        if let Some(v) = ctx.choice(n, T, "integrator", &["Euler", "implicitfast", "implicit", "RK4"])? {
+        if let Some(v) = ctx.choice(
+            n,
+            T,
+            "integrator",
+            &["Euler", "implicitfast", "implicit", "RK4"],
+        )? {
             o.integrator = match v {
                 "Euler" => Integrator::Euler,
                 "implicitfast" => Integrator::ImplicitFast,
@@ -105,7 +115,11 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
             };
         }
         if let Some(v) = ctx.choice(n, T, "cone", &["pyramidal", "elliptic"])? {
-            o.cone = if v == "elliptic" { Cone::Elliptic } else { Cone::Pyramidal };
+            o.cone = if v == "elliptic" {
+                Cone::Elliptic
+            } else {
+                Cone::Pyramidal
+            };
         }
         if let Some(v) = ctx.choice(n, T, "solver", &["Newton", "CG", "PGS"])? {
             o.solver = match v {
@@ -127,7 +141,11 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
             match ctx.int(n, T, a)? {
                 None => Ok(None),
                 Some(v) if v >= 0 => Ok(Some(v as usize)),
-                Some(v) => Err(ctx.err(n, MjcfErrorKind::Invalid, format!("'{a}' = {v} must be >= 0"))),
+                Some(v) => Err(ctx.err(
+                    n,
+                    MjcfErrorKind::Invalid,
+                    format!("'{a}' = {v} must be >= 0"),
+                )),
             }
         };
         if let Some(v) = count("iterations")? {
@@ -146,7 +164,15 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
             ctx.check_attrs(c, &schema::FLAG)?;
             for a in c.attributes() {
                 if !matches!(a.value(), "enable" | "disable") {
-                    return Err(ctx.err(c, MjcfErrorKind::Invalid, format!("flag {}=\"{}\" must be enable or disable", a.name(), a.value())));
+                    return Err(ctx.err(
+                        c,
+                        MjcfErrorKind::Invalid,
+                        format!(
+                            "flag {}=\"{}\" must be enable or disable",
+                            a.name(),
+                            a.value()
+                        ),
+                    ));
                 }
                 let off = a.value() == "disable";
                 let d = &mut o.disable;
@@ -167,7 +193,11 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
 }
 
 /// `<actuator>`: motor, position and velocity actuators on hinge or slide joints.
-pub(crate) fn actuators<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>, built: &Built) -> Result<Vec<Actuator>, MjcfError> {
+pub(crate) fn actuators<'a, 'i>(
+    ctx: &Ctx<'a, 'i>,
+    root: Node<'a, 'i>,
+    built: &Built,
+) -> Result<Vec<Actuator>, MjcfError> {
     let mut out: Vec<Actuator> = Vec::new();
     let mut names = std::collections::HashMap::new();
     for sec in root.children().filter(|n| n.has_tag_name("actuator")) {
@@ -191,16 +221,30 @@ pub(crate) fn actuators<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>, built: &B
             let Some(&joint) = built.joint_names.get(jn) else {
                 return Err(ctx.err(n, MjcfErrorKind::Invalid, format!("unknown joint '{jn}'")));
             };
-            if !matches!(built.joints[joint].kind, JointKind::Hinge | JointKind::Slide) {
-                return Err(ctx.err(n, MjcfErrorKind::Unsupported, format!("joint '{jn}': actuators drive hinge or slide joints only")));
+            if !matches!(
+                built.joints[joint].kind,
+                JointKind::Hinge | JointKind::Slide
+            ) {
+                return Err(ctx.err(
+                    n,
+                    MjcfErrorKind::Unsupported,
+                    format!("joint '{jn}': actuators drive hinge or slide joints only"),
+                ));
             }
             let gear = ctx.merged(n, tag, "gear", &[1.0, 0.0, 0.0, 0.0, 0.0, 0.0])?;
             if gear[1..].iter().any(|g| *g != 0.0) {
-                return Err(ctx.err(n, MjcfErrorKind::Unsupported, "gear has 6 numbers; on a joint only the first may be non-zero"));
+                return Err(ctx.err(
+                    n,
+                    MjcfErrorKind::Unsupported,
+                    "gear has 6 numbers; on a joint only the first may be non-zero",
+                ));
             }
             let range = |lim: &str, rng: &str| -> Result<Option<(f64, f64)>, MjcfError> {
                 let r = ctx.exact::<2>(n, tag, rng)?;
-                let on = match ctx.choice(n, tag, lim, &["true", "false", "auto"])?.unwrap_or("auto") {
+                let on = match ctx
+                    .choice(n, tag, lim, &["true", "false", "auto"])?
+                    .unwrap_or("auto")
+                {
                     "true" => true,
                     "false" => false,
                     _ => ctx.compiler.autolimits && r.is_some(),
@@ -208,8 +252,16 @@ pub(crate) fn actuators<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>, built: &B
                 match (on, r) {
                     (false, _) => Ok(None),
                     (true, Some([lo, hi])) if lo < hi => Ok(Some((lo, hi))),
-                    (true, Some([lo, hi])) => Err(ctx.err(n, MjcfErrorKind::Invalid, format!("{rng} [{lo}, {hi}] needs min < max"))),
-                    (true, None) => Err(ctx.err(n, MjcfErrorKind::Invalid, format!("{lim}=\"true\" needs '{rng}'"))),
+                    (true, Some([lo, hi])) => Err(ctx.err(
+                        n,
+                        MjcfErrorKind::Invalid,
+                        format!("{rng} [{lo}, {hi}] needs min < max"),
+                    )),
+                    (true, None) => Err(ctx.err(
+                        n,
+                        MjcfErrorKind::Invalid,
+                        format!("{lim}=\"true\" needs '{rng}'"),
+                    )),
                 }
             };
             let ctrl_range = range("ctrllimited", "ctrlrange")?;
@@ -220,7 +272,9 @@ pub(crate) fn actuators<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>, built: &B
                     kp: ctx.f64(n, tag, "kp")?.unwrap_or(1.0),
                     kv: ctx.f64(n, tag, "kv")?.unwrap_or(0.0),
                 },
-                _ => ActuatorKind::VelocityServo { kv: ctx.f64(n, tag, "kv")?.unwrap_or(1.0) },
+                _ => ActuatorKind::VelocityServo {
+                    kv: ctx.f64(n, tag, "kv")?.unwrap_or(1.0),
+                },
             };
             if tag != "motor" && gear[0] != 1.0 {
                 return Err(ctx.err(
@@ -230,9 +284,19 @@ pub(crate) fn actuators<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>, built: &B
                 ));
             }
             let idx = out.len();
-            let name = n.attribute("name").map(str::to_string).unwrap_or_else(|| format!("actuator{idx}"));
+            let name = n
+                .attribute("name")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("actuator{idx}"));
             let name = super::unique_name(&mut names, name, idx);
-            out.push(Actuator { name, joint, kind, gear: gear[0], ctrl_range, force_range });
+            out.push(Actuator {
+                name,
+                joint,
+                kind,
+                gear: gear[0],
+                ctrl_range,
+                force_range,
+            });
         }
     }
     Ok(out)
@@ -264,13 +328,22 @@ pub(crate) fn equalities<'a, 'i>(
                 continue;
             }
             let idx = eqs.len();
-            let name = n.attribute("name").map(str::to_string).unwrap_or_else(|| format!("equality{idx}"));
+            let name = n
+                .attribute("name")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("equality{idx}"));
             let name = super::unique_name(&mut names, name, idx);
             let body = |a: &str, required: bool| -> Result<usize, MjcfError> {
                 match n.attribute(a) {
-                    None if required => Err(ctx.err(n, MjcfErrorKind::Invalid, format!("<{tag}> needs '{a}' (sites are not supported)"))),
+                    None if required => Err(ctx.err(
+                        n,
+                        MjcfErrorKind::Invalid,
+                        format!("<{tag}> needs '{a}' (sites are not supported)"),
+                    )),
                     None => Ok(0),
-                    Some(b) => built.body_names.get(b).copied().ok_or_else(|| ctx.err(n, MjcfErrorKind::Invalid, format!("unknown body '{b}'"))),
+                    Some(b) => built.body_names.get(b).copied().ok_or_else(|| {
+                        ctx.err(n, MjcfErrorKind::Invalid, format!("unknown body '{b}'"))
+                    }),
                 }
             };
             let (e, relpose_missing) = match tag {
@@ -278,33 +351,71 @@ pub(crate) fn equalities<'a, 'i>(
                     let Some(anchor) = ctx.exact::<3>(n, tag, "anchor")? else {
                         return Err(ctx.err(n, MjcfErrorKind::Invalid, "<connect> needs 'anchor'"));
                     };
-                    (Equality::Connect { name, body1: body("body1", true)?, body2: body("body2", false)?, anchor: Vec3::from(anchor) }, false)
+                    (
+                        Equality::Connect {
+                            name,
+                            body1: body("body1", true)?,
+                            body2: body("body2", false)?,
+                            anchor: Vec3::from(anchor),
+                        },
+                        false,
+                    )
                 }
                 "weld" => {
                     let rp = ctx.exact::<7>(n, tag, "relpose")?;
                     let (relpos, relquat, missing) = match rp {
                         Some(r) if r[3..].iter().any(|x| *x != 0.0) => (
                             Vec3::new(r[0], r[1], r[2]),
-                            UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(r[3], r[4], r[5], r[6])),
+                            UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
+                                r[3], r[4], r[5], r[6],
+                            )),
                             false,
                         ),
                         _ => (Vec3::zeros(), Quat::identity(), true),
                     };
-                    (Equality::Weld { name, body1: body("body1", true)?, body2: body("body2", false)?, relpos, relquat }, missing)
+                    (
+                        Equality::Weld {
+                            name,
+                            body1: body("body1", true)?,
+                            body2: body("body2", false)?,
+                            relpos,
+                            relquat,
+                        },
+                        missing,
+                    )
                 }
                 _ => {
                     let joint = |a: &str| -> Result<usize, MjcfError> {
                         let Some(j) = n.attribute(a) else {
                             return Err(ctx.err(n, MjcfErrorKind::Unsupported, format!("joint equality needs '{a}' (a single-joint equality is not supported)")));
                         };
-                        built.joint_names.get(j).copied().ok_or_else(|| ctx.err(n, MjcfErrorKind::Invalid, format!("unknown joint '{j}'")))
+                        built.joint_names.get(j).copied().ok_or_else(|| {
+                            ctx.err(n, MjcfErrorKind::Invalid, format!("unknown joint '{j}'"))
+                        })
                     };
-                    let polycoef = ctx.merged(n, tag, "polycoef", &[0.0, 1.0, 0.0, 0.0, 0.0])?.try_into().unwrap();
-                    (Equality::Joint { name, joint1: joint("joint1")?, joint2: joint("joint2")?, polycoef }, false)
+                    let polycoef = ctx
+                        .merged(n, tag, "polycoef", &[0.0, 1.0, 0.0, 0.0, 0.0])?
+                        .try_into()
+                        .unwrap();
+                    (
+                        Equality::Joint {
+                            name,
+                            joint1: joint("joint1")?,
+                            joint2: joint("joint2")?,
+                            polycoef,
+                        },
+                        false,
+                    )
                 }
             };
-            let solref = ctx.merged(n, D, "solref", &DEFAULT_SOLREF)?.try_into().unwrap();
-            let solimp = ctx.merged(n, D, "solimp", &DEFAULT_SOLIMP)?.try_into().unwrap();
+            let solref = ctx
+                .merged(n, D, "solref", &DEFAULT_SOLREF)?
+                .try_into()
+                .unwrap();
+            let solimp = ctx
+                .merged(n, D, "solimp", &DEFAULT_SOLIMP)?
+                .try_into()
+                .unwrap();
             eqs.push(e);
             soft.push(EqualitySoft { solref, solimp });
             pending.push(relpose_missing);
@@ -315,13 +426,27 @@ pub(crate) fn equalities<'a, 'i>(
 
 /// Welds without a `relpose`: the relative pose at `qpos0`, as MuJoCo's `mj_setConst`
 /// (relpos = body2's origin in body1's frame, relquat = q1⁻¹ q2).
-pub(crate) fn resolve_welds(_ctx: &Ctx<'_, '_>, model: &mut Model, pending: &[bool]) -> Result<(), MjcfError> {
+pub(crate) fn resolve_welds(
+    _ctx: &Ctx<'_, '_>,
+    model: &mut Model,
+    pending: &[bool],
+) -> Result<(), MjcfError> {
     if !pending.iter().any(|p| *p) {
         return Ok(());
     }
     let kin = forward_kinematics(model, &model.qpos0);
     for (e, &p) in model.equalities.iter_mut().zip(pending) {
-        if let (Equality::Weld { body1, body2, relpos, relquat, .. }, true) = (e, p) {
+        if let (
+            Equality::Weld {
+                body1,
+                body2,
+                relpos,
+                relquat,
+                ..
+            },
+            true,
+        ) = (e, p)
+        {
             let (q1, q2) = (kin.xquat[*body1], kin.xquat[*body2]);
             *relpos = q1.inverse() * (kin.xpos[*body2] - kin.xpos[*body1]);
             *relquat = q1.inverse() * q2;
@@ -346,19 +471,35 @@ pub(crate) fn contacts<'a, 'i>(
                     const T: &str = "pair";
                     let geom = |a: &str| -> Result<usize, MjcfError> {
                         let Some(g) = n.attribute(a) else {
-                            return Err(ctx.err(n, MjcfErrorKind::Invalid, format!("<pair> needs '{a}'")));
+                            return Err(ctx.err(
+                                n,
+                                MjcfErrorKind::Invalid,
+                                format!("<pair> needs '{a}'"),
+                            ));
                         };
-                        built.geom_names.get(g).copied().ok_or_else(|| ctx.err(n, MjcfErrorKind::Invalid, format!("unknown geom '{g}'")))
+                        built.geom_names.get(g).copied().ok_or_else(|| {
+                            ctx.err(n, MjcfErrorKind::Invalid, format!("unknown geom '{g}'"))
+                        })
                     };
                     let mut p = ContactPair::new([geom("geom1")?, geom("geom2")?]);
                     let condim = ctx.int(n, T, "condim")?.unwrap_or(3);
                     if ![1, 3, 4, 6].contains(&condim) {
-                        return Err(ctx.err(n, MjcfErrorKind::Invalid, format!("condim = {condim}; valid: 1, 3, 4, 6")));
+                        return Err(ctx.err(
+                            n,
+                            MjcfErrorKind::Invalid,
+                            format!("condim = {condim}; valid: 1, 3, 4, 6"),
+                        ));
                     }
                     p.condim = condim as u8;
-                    p.friction = ctx.merged(n, T, "friction", &p.friction)?.try_into().unwrap();
+                    p.friction = ctx
+                        .merged(n, T, "friction", &p.friction)?
+                        .try_into()
+                        .unwrap();
                     p.solref = ctx.merged(n, T, "solref", &p.solref)?.try_into().unwrap();
-                    p.solref_friction = ctx.merged(n, T, "solreffriction", &p.solref_friction)?.try_into().unwrap();
+                    p.solref_friction = ctx
+                        .merged(n, T, "solreffriction", &p.solref_friction)?
+                        .try_into()
+                        .unwrap();
                     p.solimp = ctx.merged(n, T, "solimp", &p.solimp)?.try_into().unwrap();
                     p.margin = ctx.f64(n, T, "margin")?.unwrap_or(0.0);
                     p.gap = ctx.f64(n, T, "gap")?.unwrap_or(0.0);
@@ -368,9 +509,15 @@ pub(crate) fn contacts<'a, 'i>(
                     ctx.check_attrs(n, &schema::EXCLUDE)?;
                     let body = |a: &str| -> Result<usize, MjcfError> {
                         let Some(b) = n.attribute(a) else {
-                            return Err(ctx.err(n, MjcfErrorKind::Invalid, format!("<exclude> needs '{a}'")));
+                            return Err(ctx.err(
+                                n,
+                                MjcfErrorKind::Invalid,
+                                format!("<exclude> needs '{a}'"),
+                            ));
                         };
-                        built.body_names.get(b).copied().ok_or_else(|| ctx.err(n, MjcfErrorKind::Invalid, format!("unknown body '{b}'")))
+                        built.body_names.get(b).copied().ok_or_else(|| {
+                            ctx.err(n, MjcfErrorKind::Invalid, format!("unknown body '{b}'"))
+                        })
                     };
                     excludes.push((body("body1")?, body("body2")?));
                 }
@@ -397,7 +544,10 @@ pub(crate) fn keyframe<'a, 'i>(
                 return Err(ctx.unsupported_element(n, &["key"]));
             }
             ctx.check_attrs(n, &schema::KEY)?;
-            let name = n.attribute("name").map(str::to_string).unwrap_or_else(|| format!("key{}", keys.len()));
+            let name = n
+                .attribute("name")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("key{}", keys.len()));
             if key == Some(name.as_str()) && chosen.is_none() {
                 chosen = Some(n);
             }
@@ -412,7 +562,14 @@ pub(crate) fn keyframe<'a, 'i>(
             return Err(ctx.err(
                 root,
                 MjcfErrorKind::Invalid,
-                format!("no keyframe named '{k}'; keyframes: {}", if keys.is_empty() { "none".into() } else { keys.join(", ") }),
+                format!(
+                    "no keyframe named '{k}'; keyframes: {}",
+                    if keys.is_empty() {
+                        "none".into()
+                    } else {
+                        keys.join(", ")
+                    }
+                ),
             ))
         }
         (Some(_), Some(n)) => {
@@ -422,7 +579,14 @@ pub(crate) fn keyframe<'a, 'i>(
                     Some(v) => {
                         let x = ctx.parse_nums(n, attr, v)?;
                         if x.len() != len {
-                            return Err(ctx.err(n, MjcfErrorKind::Invalid, format!("key '{attr}' has {} numbers, the model needs {len}", x.len())));
+                            return Err(ctx.err(
+                                n,
+                                MjcfErrorKind::Invalid,
+                                format!(
+                                    "key '{attr}' has {} numbers, the model needs {len}",
+                                    x.len()
+                                ),
+                            ));
                         }
                         Ok(Some(x))
                     }
@@ -438,7 +602,11 @@ pub(crate) fn keyframe<'a, 'i>(
                 ctrl = c;
             }
             if let Some(t) = n.attribute("time") {
-                state.t = ctx.parse_nums(n, "time", t)?.first().copied().unwrap_or(0.0);
+                state.t = ctx
+                    .parse_nums(n, "time", t)?
+                    .first()
+                    .copied()
+                    .unwrap_or(0.0);
             }
         }
     }

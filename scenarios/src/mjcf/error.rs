@@ -41,7 +41,15 @@ pub struct MjcfError {
 
 impl fmt::Display for MjcfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: <{}>: {}", self.file.display(), self.line, self.column, self.element, self.message)
+        write!(
+            f,
+            "{}:{}:{}: <{}>: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.element,
+            self.message
+        )
     }
 }
 

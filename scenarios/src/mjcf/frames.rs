@@ -11,8 +11,15 @@ use super::error::{MjcfError, MjcfErrorKind};
 use super::Ctx;
 
 /// `pos` of `node` (m, parent frame), zero if absent.
-pub(crate) fn pos<'a, 'i>(ctx: &Ctx<'a, 'i>, node: Node<'a, 'i>, tag: &str) -> Result<Vec3, MjcfError> {
-    Ok(ctx.exact::<3>(node, tag, "pos")?.map(Vec3::from).unwrap_or_else(Vec3::zeros))
+pub(crate) fn pos<'a, 'i>(
+    ctx: &Ctx<'a, 'i>,
+    node: Node<'a, 'i>,
+    tag: &str,
+) -> Result<Vec3, MjcfError> {
+    Ok(ctx
+        .exact::<3>(node, tag, "pos")?
+        .map(Vec3::from)
+        .unwrap_or_else(Vec3::zeros))
 }
 
 /// The rotation taking local +z to the unit vector along `v` by the smallest angle (MuJoCo
@@ -33,7 +40,11 @@ pub(crate) fn z_to(v: &Vec3) -> Quat {
 
 /// The orientation of `node` (parent frame) from whichever orientation attribute it has;
 /// `None` when it has none. More than one is an error, as in MuJoCo.
-pub(crate) fn orientation<'a, 'i>(ctx: &Ctx<'a, 'i>, node: Node<'a, 'i>, tag: &str) -> Result<Option<Quat>, MjcfError> {
+pub(crate) fn orientation<'a, 'i>(
+    ctx: &Ctx<'a, 'i>,
+    node: Node<'a, 'i>,
+    tag: &str,
+) -> Result<Option<Quat>, MjcfError> {
     let mut given = Vec::new();
     for attr in ["quat", "euler", "axisangle", "xyaxes", "zaxis"] {
         if ctx.raw(node, tag, attr)?.is_some() {
@@ -41,10 +52,25 @@ pub(crate) fn orientation<'a, 'i>(ctx: &Ctx<'a, 'i>, node: Node<'a, 'i>, tag: &s
         }
     }
     if given.len() > 1 {
-        return Err(ctx.err(node, MjcfErrorKind::Invalid, format!("more than one orientation given ({}); use one", given.join(", "))));
+        return Err(ctx.err(
+            node,
+            MjcfErrorKind::Invalid,
+            format!(
+                "more than one orientation given ({}); use one",
+                given.join(", ")
+            ),
+        ));
     }
-    let Some(&which) = given.first() else { return Ok(None) };
-    let bad = |why: &str| ctx.err(node, MjcfErrorKind::Invalid, format!("attribute '{which}': {why}"));
+    let Some(&which) = given.first() else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        ctx.err(
+            node,
+            MjcfErrorKind::Invalid,
+            format!("attribute '{which}': {why}"),
+        )
+    };
     let q = match which {
         "quat" => {
             let [w, x, y, z] = ctx.exact::<4>(node, tag, "quat")?.unwrap();

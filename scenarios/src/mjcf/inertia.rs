@@ -36,8 +36,14 @@ pub fn primitive_volume(shape: &GeomShape) -> f64 {
     use std::f64::consts::PI;
     match shape {
         GeomShape::Sphere { radius: r } => 4.0 * PI * r * r * r / 3.0,
-        GeomShape::Capsule { radius: r, half_length: h } => PI * (r * r * (2.0 * h) + 4.0 * r * r * r / 3.0),
-        GeomShape::Cylinder { radius: r, half_length: h } => PI * r * r * (2.0 * h),
+        GeomShape::Capsule {
+            radius: r,
+            half_length: h,
+        } => PI * (r * r * (2.0 * h) + 4.0 * r * r * r / 3.0),
+        GeomShape::Cylinder {
+            radius: r,
+            half_length: h,
+        } => PI * r * r * (2.0 * h),
         GeomShape::Ellipsoid { radii } => 4.0 * PI * radii.x * radii.y * radii.z / 3.0,
         GeomShape::Box { half } => half.x * half.y * half.z * 8.0,
         _ => 0.0,
@@ -48,7 +54,10 @@ pub fn primitive_volume(shape: &GeomShape) -> f64 {
 pub fn primitive_inertia(shape: &GeomShape, m: f64) -> Vec3 {
     match shape {
         GeomShape::Sphere { radius: r } => Vec3::repeat(2.0 * m * r * r / 5.0),
-        GeomShape::Capsule { radius: r, half_length: h } => {
+        GeomShape::Capsule {
+            radius: r,
+            half_length: h,
+        } => {
             let height = 2.0 * h;
             let ms = m * 4.0 * r / (4.0 * r + 3.0 * height);
             let mc = m - ms;
@@ -62,7 +71,10 @@ pub fn primitive_inertia(shape: &GeomShape, m: f64) -> Vec3 {
             i += Vec3::new(sphere + offset, sphere + offset, sphere);
             i
         }
-        GeomShape::Cylinder { radius: r, half_length: h } => {
+        GeomShape::Cylinder {
+            radius: r,
+            half_length: h,
+        } => {
             let height = 2.0 * h;
             let a = m * (3.0 * r * r + height * height) / 12.0;
             Vec3::new(a, a, m * r * r / 2.0)
@@ -117,16 +129,28 @@ fn triangle(a: &Vec3, b: &Vec3, c: &Vec3) -> (Vec3, Vec3, f64) {
 ///
 /// # Errors
 /// A message when the volume is not positive or the moments are not physical.
-pub fn mesh_mass(vertices: &[Point3<f64>], faces: &[[u32; 3]], mode: MeshInertia) -> Result<MeshMass, String> {
+pub fn mesh_mass(
+    vertices: &[Point3<f64>],
+    faces: &[[u32; 3]],
+    mode: MeshInertia,
+) -> Result<MeshMass, String> {
     let (verts, faces): (Vec<Vec3>, Vec<[u32; 3]>) = if mode == MeshInertia::Convex {
-        let pts: Vec<parry3d_f64::math::Vector3> =
-            vertices.iter().map(|p| parry3d_f64::math::Vector3::new(p.x, p.y, p.z)).collect();
+        let pts: Vec<parry3d_f64::math::Vector3> = vertices
+            .iter()
+            .map(|p| parry3d_f64::math::Vector3::new(p.x, p.y, p.z))
+            .collect();
         let (hv, hf) = parry3d_f64::transformation::convex_hull(&pts);
         (hv.iter().map(|p| Vec3::new(p.x, p.y, p.z)).collect(), hf)
     } else {
         (vertices.iter().map(|p| p.coords).collect(), faces.to_vec())
     };
-    let tri = |f: &[u32; 3]| triangle(&verts[f[0] as usize], &verts[f[1] as usize], &verts[f[2] as usize]);
+    let tri = |f: &[u32; 3]| {
+        triangle(
+            &verts[f[0] as usize],
+            &verts[f[1] as usize],
+            &verts[f[2] as usize],
+        )
+    };
     // Area-weighted face centroid.
     let (mut area_sum, mut facecen) = (0.0, Vec3::zeros());
     for f in &faces {
@@ -138,7 +162,13 @@ pub fn mesh_mass(vertices: &[Point3<f64>], faces: &[[u32; 3]], mode: MeshInertia
         return Err("mesh surface area is too small".into());
     }
     facecen /= area_sum;
-    let signed = |v: f64| if mode == MeshInertia::Legacy { v.abs() } else { v };
+    let signed = |v: f64| {
+        if mode == MeshInertia::Legacy {
+            v.abs()
+        } else {
+            v
+        }
+    };
     let (mut volume, mut com) = (0.0, Vec3::zeros());
     for f in &faces {
         let (n, c, a) = tri(f);
@@ -174,16 +204,34 @@ pub fn mesh_mass(vertices: &[Point3<f64>], faces: &[[u32; 3]], mode: MeshInertia
                     + e[y] * g[x]);
         }
     }
-    let full = Matrix3::new(p[1] + p[2], -p[3], -p[4], -p[3], p[0] + p[2], -p[5], -p[4], -p[5], p[0] + p[1]);
+    let full = Matrix3::new(
+        p[1] + p[2],
+        -p[3],
+        -p[4],
+        -p[3],
+        p[0] + p[2],
+        -p[5],
+        -p[4],
+        -p[5],
+        p[0] + p[1],
+    );
     let (eig, frame) = principal(&full);
     if eig.z <= 0.0 {
         return Err("eigenvalue of mesh inertia must be positive".into());
     }
     let (atol, rtol) = (1e-9, 1e-6);
-    if eig.x + eig.y < eig.z * (1.0 - rtol) - atol || eig.x + eig.z < eig.y * (1.0 - rtol) - atol || eig.y + eig.z < eig.x * (1.0 - rtol) - atol {
+    if eig.x + eig.y < eig.z * (1.0 - rtol) - atol
+        || eig.x + eig.z < eig.y * (1.0 - rtol) - atol
+        || eig.y + eig.z < eig.x * (1.0 - rtol) - atol
+    {
         return Err("eigenvalues of mesh inertia violate A + B >= C".into());
     }
-    Ok(MeshMass { volume: total, com, frame, inertia: eig })
+    Ok(MeshMass {
+        volume: total,
+        com,
+        frame,
+        inertia: eig,
+    })
 }
 
 /// Eigen-decomposition of a symmetric inertia tensor: principal moments, largest first, and
@@ -191,8 +239,16 @@ pub fn mesh_mass(vertices: &[Point3<f64>], faces: &[[u32; 3]], mode: MeshInertia
 pub fn principal(full: &Matrix3<f64>) -> (Vec3, Quat) {
     let eig = nalgebra::SymmetricEigen::new(*full);
     let mut idx = [0usize, 1, 2];
-    idx.sort_by(|&a, &b| eig.eigenvalues[b].partial_cmp(&eig.eigenvalues[a]).unwrap_or(std::cmp::Ordering::Equal));
-    let vals = Vec3::new(eig.eigenvalues[idx[0]], eig.eigenvalues[idx[1]], eig.eigenvalues[idx[2]]);
+    idx.sort_by(|&a, &b| {
+        eig.eigenvalues[b]
+            .partial_cmp(&eig.eigenvalues[a])
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let vals = Vec3::new(
+        eig.eigenvalues[idx[0]],
+        eig.eigenvalues[idx[1]],
+        eig.eigenvalues[idx[2]],
+    );
     let mut m = Matrix3::from_columns(&[
         eig.eigenvectors.column(idx[0]).into_owned(),
         eig.eigenvectors.column(idx[1]).into_owned(),
@@ -201,7 +257,10 @@ pub fn principal(full: &Matrix3<f64>) -> (Vec3, Quat) {
     if m.determinant() < 0.0 {
         m.set_column(2, &(-m.column(2)));
     }
-    (vals, UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(m)))
+    (
+        vals,
+        UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(m)),
+    )
 }
 
 /// Mass properties of one geom in its body's frame.
@@ -226,7 +285,10 @@ pub fn combine(geoms: &[GeomMass]) -> Option<(f64, Vec3, Quat, Vec3)> {
         1 => Some((sel[0].mass, sel[0].pos, sel[0].quat, sel[0].inertia)),
         _ => {
             let mass: f64 = sel.iter().map(|g| g.mass).sum();
-            let com = sel.iter().fold(Vec3::zeros(), |acc, g| acc + g.pos * g.mass) / mass;
+            let com = sel
+                .iter()
+                .fold(Vec3::zeros(), |acc, g| acc + g.pos * g.mass)
+                / mass;
             let mut total = Matrix3::zeros();
             for g in &sel {
                 let r = g.quat.to_rotation_matrix().into_inner();

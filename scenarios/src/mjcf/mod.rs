@@ -75,12 +75,19 @@ pub struct MjcfModel {
 fn offending_node<'a, 'i>(root: Node<'a, 'i>, e: &contactlab_solvers::ModelError) -> Node<'a, 'i> {
     use contactlab_solvers::ModelError as E;
     let (tags, name): (&[&str], String) = match e {
-        E::BadMass { body, .. } | E::BadInertia { body, .. } | E::BadParent { body, .. } => (&["body"], body.clone()),
-        E::ZeroAxis { joint, .. } | E::BadRange { joint, .. } | E::BadFreeJoint { joint } => (&["joint", "freejoint"], joint.clone()),
+        E::BadMass { body, .. } | E::BadInertia { body, .. } | E::BadParent { body, .. } => {
+            (&["body"], body.clone())
+        }
+        E::ZeroAxis { joint, .. } | E::BadRange { joint, .. } | E::BadFreeJoint { joint } => {
+            (&["joint", "freejoint"], joint.clone())
+        }
         E::BadSize { geom, .. } | E::BadMesh { geom, .. } => (&["geom"], geom.clone()),
         E::BadParameter { element, .. } | E::BadIndex { element, .. } => {
             if element == "option" {
-                return root.descendants().find(|n| n.has_tag_name("option")).unwrap_or(root);
+                return root
+                    .descendants()
+                    .find(|n| n.has_tag_name("option"))
+                    .unwrap_or(root);
             }
             match element.split_once(" '") {
                 Some((kind, rest)) => {
@@ -105,7 +112,11 @@ fn offending_node<'a, 'i>(root: Node<'a, 'i>, e: &contactlab_solvers::ModelError
         },
     };
     root.descendants()
-        .find(|n| n.is_element() && tags.contains(&n.tag_name().name()) && n.attribute("name") == Some(name.as_str()))
+        .find(|n| {
+            n.is_element()
+                && tags.contains(&n.tag_name().name())
+                && n.attribute("name") == Some(name.as_str())
+        })
         .unwrap_or(root)
 }
 
@@ -134,7 +145,12 @@ pub fn load_file(path: impl AsRef<Path>, key: Option<&str>) -> Result<MjcfModel,
 ///
 /// # Errors
 /// [`MjcfError`] naming the file, line, element and problem.
-pub fn load_str(text: &str, file: &Path, dir: &Path, key: Option<&str>) -> Result<MjcfModel, MjcfError> {
+pub fn load_str(
+    text: &str,
+    file: &Path,
+    dir: &Path,
+    key: Option<&str>,
+) -> Result<MjcfModel, MjcfError> {
     let doc = Document::parse(text).map_err(|e| {
         let pos = e.pos();
         MjcfError {
@@ -155,7 +171,14 @@ pub fn load_str(text: &str, file: &Path, dir: &Path, key: Option<&str>) -> Resul
     };
     let root = doc.root_element();
     if root.tag_name().name() != "mujoco" {
-        return Err(ctx.err(root, MjcfErrorKind::Invalid, format!("the root element must be <mujoco>, not <{}>", root.tag_name().name())));
+        return Err(ctx.err(
+            root,
+            MjcfErrorKind::Invalid,
+            format!(
+                "the root element must be <mujoco>, not <{}>",
+                root.tag_name().name()
+            ),
+        ));
     }
     ctx.check_attrs(root, &schema::MUJOCO)?;
     for child in root.children().filter(Node::is_element) {
@@ -174,7 +197,10 @@ pub fn load_str(text: &str, file: &Path, dir: &Path, key: Option<&str>) -> Resul
     let assets = assets::Assets::parse(&ctx, root)?;
     let mut built = bodies::build(&ctx, root, &assets)?;
     let mut parts = contactlab_solvers::ModelParts {
-        name: root.attribute("model").unwrap_or("MuJoCo Model").to_string(),
+        name: root
+            .attribute("model")
+            .unwrap_or("MuJoCo Model")
+            .to_string(),
         options,
         ..Default::default()
     };
@@ -188,10 +214,21 @@ pub fn load_str(text: &str, file: &Path, dir: &Path, key: Option<&str>) -> Resul
     parts.bodies = std::mem::take(&mut built.bodies);
     parts.joints = std::mem::take(&mut built.joints);
     parts.geoms = std::mem::take(&mut built.geoms);
-    let mut model = Model::new(parts).map_err(|e| ctx.err(offending_node(root, &e), MjcfErrorKind::Model, e.to_string()))?;
+    let mut model = Model::new(parts).map_err(|e| {
+        ctx.err(
+            offending_node(root, &e),
+            MjcfErrorKind::Model,
+            e.to_string(),
+        )
+    })?;
     elements::resolve_welds(&ctx, &mut model, &eq_nodes)?;
     let (initial, ctrl, keys) = elements::keyframe(&ctx, root, &model, key)?;
-    Ok(MjcfModel { model, initial, ctrl, keys })
+    Ok(MjcfModel {
+        model,
+        initial,
+        ctrl,
+        keys,
+    })
 }
 
 /// Loader context: the file, the parsed document, compiler settings and default classes.
@@ -207,7 +244,12 @@ type N<'a, 'i> = Node<'a, 'i>;
 
 impl<'a, 'i> Ctx<'a, 'i> {
     /// An error at `node`.
-    pub fn err(&self, node: N<'a, 'i>, kind: MjcfErrorKind, message: impl Into<String>) -> MjcfError {
+    pub fn err(
+        &self,
+        node: N<'a, 'i>,
+        kind: MjcfErrorKind,
+        message: impl Into<String>,
+    ) -> MjcfError {
         let pos = self.doc.text_pos_at(node.range().start);
         MjcfError {
             kind,
@@ -257,7 +299,11 @@ impl<'a, 'i> Ctx<'a, 'i> {
             return Err(self.err(
                 node,
                 MjcfErrorKind::Unsupported,
-                format!("attribute '{name}' is not supported on <{}>; supported attributes: {}", spec.tag, spec.supported.join(", ")),
+                format!(
+                    "attribute '{name}' is not supported on <{}>; supported attributes: {}",
+                    spec.tag,
+                    spec.supported.join(", ")
+                ),
             ));
         }
         Ok(())
@@ -267,11 +313,13 @@ impl<'a, 'i> Ctx<'a, 'i> {
     /// `main`.
     pub fn class_of(&self, node: N<'a, 'i>) -> Result<usize, MjcfError> {
         let lookup = |name: &str| {
-            self.defaults
-                .by_name
-                .get(name)
-                .copied()
-                .ok_or_else(|| self.err(node, MjcfErrorKind::Invalid, format!("unknown default class '{name}'")))
+            self.defaults.by_name.get(name).copied().ok_or_else(|| {
+                self.err(
+                    node,
+                    MjcfErrorKind::Invalid,
+                    format!("unknown default class '{name}'"),
+                )
+            })
         };
         if let Some(c) = node.attribute("class") {
             return lookup(c);
@@ -286,21 +334,40 @@ impl<'a, 'i> Ctx<'a, 'i> {
 
     /// The raw value of `attr` for `node` (its own, else from its default class for `tag`),
     /// with the node it came from.
-    pub fn raw(&self, node: N<'a, 'i>, tag: &str, attr: &str) -> Result<Option<(&'a str, N<'a, 'i>)>, MjcfError> {
+    pub fn raw(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+    ) -> Result<Option<(&'a str, N<'a, 'i>)>, MjcfError> {
         if let Some(v) = node.attribute(attr) {
             return Ok(Some((v, node)));
         }
         let class = self.class_of(node)?;
-        Ok(self.defaults.chain(class, tag, attr).last().and_then(|n| n.attribute(attr).map(|v| (v, *n))))
+        Ok(self
+            .defaults
+            .chain(class, tag, attr)
+            .last()
+            .and_then(|n| n.attribute(attr).map(|v| (v, *n))))
     }
 
     /// `attr` as a string.
-    pub fn str(&self, node: N<'a, 'i>, tag: &str, attr: &str) -> Result<Option<&'a str>, MjcfError> {
+    pub fn str(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+    ) -> Result<Option<&'a str>, MjcfError> {
         Ok(self.raw(node, tag, attr)?.map(|(v, _)| v))
     }
 
     /// `attr` as a list of numbers (any length).
-    pub fn nums(&self, node: N<'a, 'i>, tag: &str, attr: &str) -> Result<Option<Vec<f64>>, MjcfError> {
+    pub fn nums(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+    ) -> Result<Option<Vec<f64>>, MjcfError> {
         match self.raw(node, tag, attr)? {
             None => Ok(None),
             Some((v, src)) => self.parse_nums(src, attr, v).map(Some),
@@ -308,13 +375,25 @@ impl<'a, 'i> Ctx<'a, 'i> {
     }
 
     /// `attr` as exactly `n` numbers.
-    pub fn exact<const K: usize>(&self, node: N<'a, 'i>, tag: &str, attr: &str) -> Result<Option<[f64; K]>, MjcfError> {
+    pub fn exact<const K: usize>(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+    ) -> Result<Option<[f64; K]>, MjcfError> {
         match self.raw(node, tag, attr)? {
             None => Ok(None),
             Some((v, src)) => {
                 let x = self.parse_nums(src, attr, v)?;
                 <[f64; K]>::try_from(x.as_slice()).map(Some).map_err(|_| {
-                    self.err(src, MjcfErrorKind::Invalid, format!("attribute '{attr}' needs {K} numbers, got {} (\"{v}\")", x.len()))
+                    self.err(
+                        src,
+                        MjcfErrorKind::Invalid,
+                        format!(
+                            "attribute '{attr}' needs {K} numbers, got {} (\"{v}\")",
+                            x.len()
+                        ),
+                    )
                 })
             }
         }
@@ -329,11 +408,13 @@ impl<'a, 'i> Ctx<'a, 'i> {
     pub fn int(&self, node: N<'a, 'i>, tag: &str, attr: &str) -> Result<Option<i64>, MjcfError> {
         match self.raw(node, tag, attr)? {
             None => Ok(None),
-            Some((v, src)) => v
-                .trim()
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| self.err(src, MjcfErrorKind::Invalid, format!("attribute '{attr}' must be an integer, got \"{v}\""))),
+            Some((v, src)) => v.trim().parse::<i64>().map(Some).map_err(|_| {
+                self.err(
+                    src,
+                    MjcfErrorKind::Invalid,
+                    format!("attribute '{attr}' must be an integer, got \"{v}\""),
+                )
+            }),
         }
     }
 
@@ -344,20 +425,37 @@ impl<'a, 'i> Ctx<'a, 'i> {
             Some((v, src)) => match v.trim() {
                 "true" => Ok(Some(true)),
                 "false" => Ok(Some(false)),
-                _ => Err(self.err(src, MjcfErrorKind::Invalid, format!("attribute '{attr}' must be true or false, got \"{v}\""))),
+                _ => Err(self.err(
+                    src,
+                    MjcfErrorKind::Invalid,
+                    format!("attribute '{attr}' must be true or false, got \"{v}\""),
+                )),
             },
         }
     }
 
     /// `attr` as one of `choices` (case-sensitive as in MuJoCo, except where the caller lowercases).
-    pub fn choice(&self, node: N<'a, 'i>, tag: &str, attr: &str, choices: &[&str]) -> Result<Option<&'a str>, MjcfError> {
+    pub fn choice(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+        choices: &[&str],
+    ) -> Result<Option<&'a str>, MjcfError> {
         match self.raw(node, tag, attr)? {
             None => Ok(None),
             Some((v, src)) => {
                 if choices.contains(&v) {
                     Ok(Some(v))
                 } else {
-                    Err(self.err(src, MjcfErrorKind::Invalid, format!("attribute {attr}=\"{v}\" is invalid; valid values: {}", choices.join(", "))))
+                    Err(self.err(
+                        src,
+                        MjcfErrorKind::Invalid,
+                        format!(
+                            "attribute {attr}=\"{v}\" is invalid; valid values: {}",
+                            choices.join(", ")
+                        ),
+                    ))
                 }
             }
         }
@@ -365,7 +463,13 @@ impl<'a, 'i> Ctx<'a, 'i> {
 
     /// An array attribute of full length `base.len()`, starting from `base` (MuJoCo's default),
     /// each default class from the root down and then the element overriding a prefix.
-    pub fn merged(&self, node: N<'a, 'i>, tag: &str, attr: &str, base: &[f64]) -> Result<Vec<f64>, MjcfError> {
+    pub fn merged(
+        &self,
+        node: N<'a, 'i>,
+        tag: &str,
+        attr: &str,
+        base: &[f64],
+    ) -> Result<Vec<f64>, MjcfError> {
         let mut out = base.to_vec();
         let class = self.class_of(node)?;
         let mut sources = self.defaults.chain(class, tag, attr);
@@ -376,7 +480,15 @@ impl<'a, 'i> Ctx<'a, 'i> {
             let v = src.attribute(attr).unwrap_or_default();
             let x = self.parse_nums(src, attr, v)?;
             if x.len() > base.len() {
-                return Err(self.err(src, MjcfErrorKind::Invalid, format!("attribute '{attr}' takes at most {} numbers, got {}", base.len(), x.len())));
+                return Err(self.err(
+                    src,
+                    MjcfErrorKind::Invalid,
+                    format!(
+                        "attribute '{attr}' takes at most {} numbers, got {}",
+                        base.len(),
+                        x.len()
+                    ),
+                ));
             }
             out[..x.len()].copy_from_slice(&x);
         }
@@ -387,7 +499,13 @@ impl<'a, 'i> Ctx<'a, 'i> {
     pub fn parse_nums(&self, src: N<'a, 'i>, attr: &str, v: &str) -> Result<Vec<f64>, MjcfError> {
         v.split_whitespace()
             .map(|t| {
-                t.parse::<f64>().map_err(|_| self.err(src, MjcfErrorKind::Invalid, format!("attribute '{attr}': '{t}' is not a number")))
+                t.parse::<f64>().map_err(|_| {
+                    self.err(
+                        src,
+                        MjcfErrorKind::Invalid,
+                        format!("attribute '{attr}': '{t}' is not a number"),
+                    )
+                })
             })
             .collect()
     }
@@ -413,7 +531,11 @@ fn same_value(a: &str, b: &str) -> bool {
 }
 
 /// Make `name` unique among `taken` by appending `_1`, `_2`, ...
-pub(crate) fn unique_name(taken: &mut HashMap<String, usize>, name: String, index: usize) -> String {
+pub(crate) fn unique_name(
+    taken: &mut HashMap<String, usize>,
+    name: String,
+    index: usize,
+) -> String {
     let mut n = name.clone();
     let mut k = 1;
     while taken.contains_key(&n) {

@@ -37,13 +37,19 @@ fn default_horizon() -> f64 {
 /// `ctrl` (a scene's controls are a plain function and cannot carry the key's constants).
 pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     let name = "mjcf";
-    let bad = |message: String| SceneError::BadParams { name: name.into(), message };
+    let bad = |message: String| SceneError::BadParams {
+        name: name.into(),
+        message,
+    };
     if v.is_null() {
         return Err(bad("parameter 'file' is required".into()));
     }
     let p: MjcfParams = serde_json::from_value(v.clone()).map_err(|e| bad(e.to_string()))?;
     if !(p.horizon.is_finite() && p.horizon > 0.0) {
-        return Err(bad(format!("horizon = {} must be finite and > 0", p.horizon)));
+        return Err(bad(format!(
+            "horizon = {} must be finite and > 0",
+            p.horizon
+        )));
     }
     let loaded = super::load_file(&p.file, p.key.as_deref()).map_err(|e| bad(e.to_string()))?;
     if loaded.ctrl.iter().any(|c| *c != 0.0) {
@@ -54,8 +60,13 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     }
     let model = loaded.model;
     let kin = forward_kinematics(&model, &loaded.initial.q);
-    let energy = kinetic_energy(&mass_matrix(&model, &kin), &loaded.initial.v) + potential_energy(&model, &kin, &loaded.initial.q);
-    let energy_allowance = if model.actuators.is_empty() { 0.1 * energy.abs() + 1.0 } else { f64::INFINITY };
+    let energy = kinetic_energy(&mass_matrix(&model, &kin), &loaded.initial.v)
+        + potential_energy(&model, &kin, &loaded.initial.q);
+    let energy_allowance = if model.actuators.is_empty() {
+        0.1 * energy.abs() + 1.0
+    } else {
+        f64::INFINITY
+    };
     Ok(Scene {
         model,
         initial: loaded.initial,

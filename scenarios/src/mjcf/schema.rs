@@ -26,7 +26,14 @@ macro_rules! list {
 
 pub(crate) const COMPILER: Spec = Spec {
     tag: "compiler",
-    supported: list!["angle", "eulerseq", "inertiafromgeom", "autolimits", "meshdir", "assetdir"],
+    supported: list![
+        "angle",
+        "eulerseq",
+        "inertiafromgeom",
+        "autolimits",
+        "meshdir",
+        "assetdir"
+    ],
     ignored: list!["texturedir", "usethread", "saveinertial", "discardvisual"],
     defaulted: list![
         ("boundmass", "0"),
@@ -81,10 +88,26 @@ pub(crate) const OPTION: Spec = Spec {
 /// `<flag>`: the supported ones map to [`contactlab_solvers::model::DisableFlags`].
 pub(crate) const FLAG: Spec = Spec {
     tag: "flag",
-    supported: list!["warmstart", "refsafe", "contact", "gravity", "limit", "equality", "frictionloss"],
+    supported: list![
+        "warmstart",
+        "refsafe",
+        "contact",
+        "gravity",
+        "limit",
+        "equality",
+        "frictionloss"
+    ],
     // Flags that do not change the trajectory: solver bookkeeping, sensors, energy reports,
     // the interactive simulator's auto reset, the broad phase's acceleration structure.
-    ignored: list!["island", "sensor", "energy", "fwdinv", "invdiscrete", "autoreset", "midphase"],
+    ignored: list![
+        "island",
+        "sensor",
+        "energy",
+        "fwdinv",
+        "invdiscrete",
+        "autoreset",
+        "midphase"
+    ],
     defaulted: list![
         ("constraint", "enable"),
         ("spring", "enable"),
@@ -104,12 +127,26 @@ pub(crate) const FLAG: Spec = Spec {
 
 pub(crate) const BODY: Spec = Spec {
     tag: "body",
-    supported: &["name", "childclass", ORIENT[0], ORIENT[1], ORIENT[2], ORIENT[3], ORIENT[4], ORIENT[5]],
+    supported: &[
+        "name",
+        "childclass",
+        ORIENT[0],
+        ORIENT[1],
+        ORIENT[2],
+        ORIENT[3],
+        ORIENT[4],
+        ORIENT[5],
+    ],
     ignored: list!["user"],
     defaulted: list![("mocap", "false"), ("gravcomp", "0")],
 };
 
-pub(crate) const WORLDBODY: Spec = Spec { tag: "worldbody", supported: list![], ignored: list!["name"], defaulted: list![] };
+pub(crate) const WORLDBODY: Spec = Spec {
+    tag: "worldbody",
+    supported: list![],
+    ignored: list!["name"],
+    defaulted: list![],
+};
 
 pub(crate) const INERTIAL: Spec = Spec {
     tag: "inertial",
@@ -159,8 +196,12 @@ pub(crate) const JOINT: Spec = Spec {
     ],
 };
 
-pub(crate) const FREEJOINT: Spec =
-    Spec { tag: "freejoint", supported: list!["name"], ignored: list!["group"], defaulted: list![("align", "false")] };
+pub(crate) const FREEJOINT: Spec = Spec {
+    tag: "freejoint",
+    supported: list!["name"],
+    ignored: list!["group"],
+    defaulted: list![("align", "false")],
+};
 
 pub(crate) const GEOM: Spec = Spec {
     tag: "geom",
@@ -204,7 +245,12 @@ pub(crate) const MESH: Spec = Spec {
     tag: "mesh",
     supported: list!["name", "class", "file", "scale", "vertex", "face", "inertia"],
     ignored: list!["content_type", "smoothnormal", "normal", "texcoord"],
-    defaulted: list![("refpos", "0 0 0"), ("refquat", "1 0 0 0"), ("maxhullvert", "-1"), ("builtin", "none")],
+    defaulted: list![
+        ("refpos", "0 0 0"),
+        ("refquat", "1 0 0 0"),
+        ("maxhullvert", "-1"),
+        ("builtin", "none")
+    ],
 };
 
 pub(crate) const HFIELD: Spec = Spec {
@@ -225,14 +271,34 @@ const ACT_COMMON_DEFAULTED: [(&str, &str); 6] = [
 
 pub(crate) const MOTOR: Spec = Spec {
     tag: "motor",
-    supported: list!["name", "class", "joint", "gear", "ctrlrange", "ctrllimited", "forcerange", "forcelimited"],
+    supported: list![
+        "name",
+        "class",
+        "joint",
+        "gear",
+        "ctrlrange",
+        "ctrllimited",
+        "forcerange",
+        "forcelimited"
+    ],
     ignored: list!["group", "user"],
     defaulted: &ACT_COMMON_DEFAULTED,
 };
 
 pub(crate) const POSITION: Spec = Spec {
     tag: "position",
-    supported: list!["name", "class", "joint", "gear", "ctrlrange", "ctrllimited", "forcerange", "forcelimited", "kp", "kv"],
+    supported: list![
+        "name",
+        "class",
+        "joint",
+        "gear",
+        "ctrlrange",
+        "ctrllimited",
+        "forcerange",
+        "forcelimited",
+        "kp",
+        "kv"
+    ],
     ignored: list!["group", "user"],
     defaulted: &[
         ACT_COMMON_DEFAULTED[0],
@@ -249,7 +315,17 @@ pub(crate) const POSITION: Spec = Spec {
 
 pub(crate) const VELOCITY: Spec = Spec {
     tag: "velocity",
-    supported: list!["name", "class", "joint", "gear", "ctrlrange", "ctrllimited", "forcerange", "forcelimited", "kv"],
+    supported: list![
+        "name",
+        "class",
+        "joint",
+        "gear",
+        "ctrlrange",
+        "ctrllimited",
+        "forcerange",
+        "forcelimited",
+        "kv"
+    ],
     ignored: list!["group", "user"],
     defaulted: &ACT_COMMON_DEFAULTED,
 };
@@ -276,18 +352,38 @@ pub(crate) const EQ_JOINT: Spec = Spec {
 };
 
 /// Attributes of an `<equality>` child inside `<default>` (MuJoCo's `equality` default).
-pub(crate) const EQ_DEFAULT: Spec =
-    Spec { tag: "equality", supported: list!["solref", "solimp", "active"], ignored: list![], defaulted: list![] };
-
-pub(crate) const PAIR: Spec = Spec {
-    tag: "pair",
-    supported: list!["name", "class", "geom1", "geom2", "condim", "friction", "solref", "solreffriction", "solimp", "margin", "gap"],
+pub(crate) const EQ_DEFAULT: Spec = Spec {
+    tag: "equality",
+    supported: list!["solref", "solimp", "active"],
     ignored: list![],
     defaulted: list![],
 };
 
-pub(crate) const EXCLUDE: Spec =
-    Spec { tag: "exclude", supported: list!["name", "body1", "body2"], ignored: list![], defaulted: list![] };
+pub(crate) const PAIR: Spec = Spec {
+    tag: "pair",
+    supported: list![
+        "name",
+        "class",
+        "geom1",
+        "geom2",
+        "condim",
+        "friction",
+        "solref",
+        "solreffriction",
+        "solimp",
+        "margin",
+        "gap"
+    ],
+    ignored: list![],
+    defaulted: list![],
+};
+
+pub(crate) const EXCLUDE: Spec = Spec {
+    tag: "exclude",
+    supported: list!["name", "body1", "body2"],
+    ignored: list![],
+    defaulted: list![],
+};
 
 pub(crate) const KEY: Spec = Spec {
     tag: "key",
@@ -296,26 +392,71 @@ pub(crate) const KEY: Spec = Spec {
     defaulted: list![("act", ""), ("mpos", ""), ("mquat", "")],
 };
 
-pub(crate) const DEFAULT: Spec = Spec { tag: "default", supported: list!["class"], ignored: list![], defaulted: list![] };
-pub(crate) const MUJOCO: Spec = Spec { tag: "mujoco", supported: list!["model"], ignored: list![], defaulted: list![] };
-pub(crate) const NONE: Spec = Spec { tag: "", supported: list![], ignored: list![], defaulted: list![] };
+pub(crate) const DEFAULT: Spec = Spec {
+    tag: "default",
+    supported: list!["class"],
+    ignored: list![],
+    defaulted: list![],
+};
+pub(crate) const MUJOCO: Spec = Spec {
+    tag: "mujoco",
+    supported: list!["model"],
+    ignored: list![],
+    defaulted: list![],
+};
+pub(crate) const NONE: Spec = Spec {
+    tag: "",
+    supported: list![],
+    ignored: list![],
+    defaulted: list![],
+};
 
 /// Elements that are visual or informational only: accepted anywhere they are valid MJCF and
 /// skipped with their whole subtree.
-pub(crate) const SKIPPED_ELEMENTS: &[&str] =
-    &["site", "camera", "light", "texture", "material", "skin", "visual", "size", "statistic", "custom", "sensor"];
+pub(crate) const SKIPPED_ELEMENTS: &[&str] = &[
+    "site",
+    "camera",
+    "light",
+    "texture",
+    "material",
+    "skin",
+    "visual",
+    "size",
+    "statistic",
+    "custom",
+    "sensor",
+];
 
 /// Top-level children of `<mujoco>` the loader reads.
-pub(crate) const TOP_LEVEL: &[&str] =
-    &["compiler", "option", "default", "asset", "worldbody", "actuator", "equality", "contact", "keyframe"];
+pub(crate) const TOP_LEVEL: &[&str] = &[
+    "compiler",
+    "option",
+    "default",
+    "asset",
+    "worldbody",
+    "actuator",
+    "equality",
+    "contact",
+    "keyframe",
+];
 /// Children of `<body>` the loader reads.
 pub(crate) const BODY_CHILDREN: &[&str] = &["inertial", "joint", "freejoint", "geom", "body"];
 /// Children of `<default>` the loader reads.
-pub(crate) const DEFAULT_CHILDREN: &[&str] =
-    &["joint", "geom", "mesh", "motor", "position", "velocity", "equality", "pair", "default"];
+pub(crate) const DEFAULT_CHILDREN: &[&str] = &[
+    "joint", "geom", "mesh", "motor", "position", "velocity", "equality", "pair", "default",
+];
 /// Supported actuator elements.
 pub(crate) const ACTUATORS: &[&str] = &["motor", "position", "velocity"];
 /// Supported equality elements.
 pub(crate) const EQUALITIES: &[&str] = &["connect", "weld", "joint"];
 /// Supported geom types.
-pub(crate) const GEOM_TYPES: &[&str] = &["plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh"];
+pub(crate) const GEOM_TYPES: &[&str] = &[
+    "plane",
+    "hfield",
+    "sphere",
+    "capsule",
+    "ellipsoid",
+    "cylinder",
+    "box",
+    "mesh",
+];

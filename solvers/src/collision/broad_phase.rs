@@ -26,7 +26,11 @@ use crate::model::{Model, Quat, Vec3};
 pub fn weld_ids(model: &Model) -> Vec<usize> {
     let mut weld = vec![0; model.bodies.len()];
     for b in 1..model.bodies.len() {
-        weld[b] = if model.bodies[b].joints.is_empty() { weld[model.bodies[b].parent] } else { b };
+        weld[b] = if model.bodies[b].joints.is_empty() {
+            weld[model.bodies[b].parent]
+        } else {
+            b
+        };
     }
     weld
 }
@@ -67,7 +71,10 @@ pub fn order_pair(model: &Model, g1: usize, g2: usize) -> (usize, usize) {
 pub fn shape_pose(kin: &Kinematics, shape: &CollisionShape, g: usize) -> Pose {
     let p = kin.geom_xpos[g];
     let q: Quat = kin.geom_xquat[g] * shape.offset;
-    Pose::from_parts(PVec::new(p.x, p.y, p.z), Rot3::from_xyzw(q.i, q.j, q.k, q.w))
+    Pose::from_parts(
+        PVec::new(p.x, p.y, p.z),
+        Rot3::from_xyzw(q.i, q.j, q.k, q.w),
+    )
 }
 
 /// True unless the world AABBs of the two shapes (or a plane and the other AABB) are farther
@@ -81,18 +88,30 @@ pub fn bounds_overlap(model: &Model, kin: &Kinematics, g1: usize, g2: usize, dis
         (true, true) => false,
         (true, false) | (false, true) => {
             let (gp, go) = if plane1 { (g1, g2) } else { (g2, g1) };
-            let aabb = shapes[go].shape.compute_aabb(&shape_pose(kin, &shapes[go], go));
+            let aabb = shapes[go]
+                .shape
+                .compute_aabb(&shape_pose(kin, &shapes[go], go));
             let n: Vec3 = kin.geom_xquat[gp] * Vec3::z();
             let p = kin.geom_xpos[gp];
             // Lowest AABB corner along n.
-            let lo = |k: usize| if n[k] >= 0.0 { aabb.mins[k] } else { aabb.maxs[k] };
+            let lo = |k: usize| {
+                if n[k] >= 0.0 {
+                    aabb.mins[k]
+                } else {
+                    aabb.maxs[k]
+                }
+            };
             let h = (0..3).map(|k| n[k] * (lo(k) - p[k])).sum::<f64>();
             // Non-finite placements are passed on (the narrow phase propagates NaN).
             !(h > d)
         }
         (false, false) => {
-            let a = shapes[g1].shape.compute_aabb(&shape_pose(kin, &shapes[g1], g1));
-            let b = shapes[g2].shape.compute_aabb(&shape_pose(kin, &shapes[g2], g2));
+            let a = shapes[g1]
+                .shape
+                .compute_aabb(&shape_pose(kin, &shapes[g1], g1));
+            let b = shapes[g2]
+                .shape
+                .compute_aabb(&shape_pose(kin, &shapes[g2], g2));
             (0..3).all(|k| !(a.mins[k] - d > b.maxs[k] || b.mins[k] - d > a.maxs[k]))
         }
     }

@@ -44,13 +44,21 @@ fn normalize3(v: &mut [f64; 3]) -> f64 {
 pub fn contact_frame(normal: &Vec3) -> Matrix3<f64> {
     let mut x = [normal.x, normal.y, normal.z];
     normalize3(&mut x);
-    let mut y = if x[1] < 0.5 && x[1] > -0.5 { [0.0, 1.0, 0.0] } else { [0.0, 0.0, 1.0] };
+    let mut y = if x[1] < 0.5 && x[1] > -0.5 {
+        [0.0, 1.0, 0.0]
+    } else {
+        [0.0, 0.0, 1.0]
+    };
     let d = dot3(&x, &y);
     let tmp = [x[0] * d, x[1] * d, x[2] * d];
     y = [y[0] - tmp[0], y[1] - tmp[1], y[2] - tmp[2]];
     normalize3(&mut y);
     // mju_cross
-    let z = [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]];
+    let z = [
+        x[1] * y[2] - x[2] * y[1],
+        x[2] * y[0] - x[0] * y[2],
+        x[0] * y[1] - x[1] * y[0],
+    ];
     Matrix3::new(x[0], x[1], x[2], y[0], y[1], y[2], z[0], z[1], z[2])
 }
 
@@ -61,14 +69,20 @@ mod tests {
     fn assert_orthonormal_right_handed(f: &Matrix3<f64>) {
         let e = f * f.transpose() - Matrix3::identity();
         assert!(e.abs().max() < 1e-14, "not orthonormal: {f}");
-        assert!((f.determinant() - 1.0).abs() < 1e-14, "not right-handed: {f}");
+        assert!(
+            (f.determinant() - 1.0).abs() < 1e-14,
+            "not right-handed: {f}"
+        );
     }
 
     #[test]
     fn up_normal_gives_y_then_minus_x() {
         // n = +z: |n_y| < 0.5 so t1 = (0, 1, 0), t2 = z × y = (-1, 0, 0).
         let f = contact_frame(&Vec3::new(0.0, 0.0, 1.0));
-        assert_eq!(f, Matrix3::new(0.0, 0.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 0.0));
+        assert_eq!(
+            f,
+            Matrix3::new(0.0, 0.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 0.0)
+        );
     }
 
     #[test]

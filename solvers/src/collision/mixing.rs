@@ -48,9 +48,15 @@ pub fn mix_materials(m1: &ContactMaterial, m2: &ContactMaterial) -> MixedMateria
             m1.friction[2].max(m2.friction[2]),
         ];
         let solref = if m1.solref[0] > 0.0 && m2.solref[0] > 0.0 {
-            [w * m1.solref[0] + (1.0 - w) * m2.solref[0], w * m1.solref[1] + (1.0 - w) * m2.solref[1]]
+            [
+                w * m1.solref[0] + (1.0 - w) * m2.solref[0],
+                w * m1.solref[1] + (1.0 - w) * m2.solref[1],
+            ]
         } else {
-            [m1.solref[0].min(m2.solref[0]), m1.solref[1].min(m2.solref[1])]
+            [
+                m1.solref[0].min(m2.solref[0]),
+                m1.solref[1].min(m2.solref[1]),
+            ]
         };
         let mut solimp = [0.0; 5];
         for (k, s) in solimp.iter_mut().enumerate() {
@@ -162,7 +168,10 @@ mod tests {
         b.margin = 0.2;
         a.ke = 10.0;
         b.ke = 30.0;
-        for (m, lo_first) in [(mix_materials(&a, &b), true), (mix_materials(&b, &a), false)] {
+        for (m, lo_first) in [
+            (mix_materials(&a, &b), true),
+            (mix_materials(&b, &a), false),
+        ] {
             assert_eq!(m.condim, 1, "{lo_first}");
             assert_eq!(m.friction, [0.2, 0.2, 0.001, 0.0001, 0.0001]);
             assert_eq!(m.solref, [0.05, 0.5]);

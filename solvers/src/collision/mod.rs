@@ -103,7 +103,11 @@ pub fn detect(model: &crate::model::Model, kin: &crate::kinematics::Kinematics) 
 /// materials are the pairs' own (the widening is not recorded in `material.margin`). Used by
 /// formulations whose complementarity rows must see a contact before it closes within a step
 /// (`ncp_fb`).
-pub fn detect_with_margin(model: &crate::model::Model, kin: &crate::kinematics::Kinematics, extra: f64) -> Vec<Contact> {
+pub fn detect_with_margin(
+    model: &crate::model::Model,
+    kin: &crate::kinematics::Kinematics,
+    extra: f64,
+) -> Vec<Contact> {
     let mut out = Vec::new();
     for (g0, g1) in broad_phase::filtered_pairs(model) {
         let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);

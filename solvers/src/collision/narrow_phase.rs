@@ -72,7 +72,14 @@ pub fn collide_pair(
     let mut workspace = None;
     let dispatcher = DefaultQueryDispatcher;
     if dispatcher
-        .contact_manifolds(&pos12, &*s0.shape.0, &*s1.shape.0, detect.max(0.0), &mut manifolds, &mut workspace)
+        .contact_manifolds(
+            &pos12,
+            &*s0.shape.0,
+            &*s1.shape.0,
+            detect.max(0.0),
+            &mut manifolds,
+            &mut workspace,
+        )
         .is_err()
     {
         return;
@@ -104,7 +111,14 @@ pub fn collide_pair(
 
 /// Plane–sphere and plane–box with MuJoCo's arithmetic ([`super::plane_primitives`]).
 /// Returns false for every other pair.
-fn mujoco_plane_pair(model: &Model, kin: &Kinematics, g0: usize, g1: usize, material: &MixedMaterial, out: &mut Vec<Contact>) -> bool {
+fn mujoco_plane_pair(
+    model: &Model,
+    kin: &Kinematics,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    out: &mut Vec<Contact>,
+) -> bool {
     use crate::geometry::GeomShape;
     if model.geoms[g0].shape != GeomShape::Plane {
         return false;
@@ -112,13 +126,29 @@ fn mujoco_plane_pair(model: &Model, kin: &Kinematics, g0: usize, g1: usize, mate
     let detect = material.margin + material.gap;
     let (pp, pq) = (kin.geom_xpos[g0], kin.geom_xquat[g0]);
     let candidates = match &model.geoms[g1].shape {
-        GeomShape::Sphere { radius } => plane_sphere(&pp, &pq, &kin.geom_xpos[g1], *radius, detect).into_iter().collect(),
-        GeomShape::Box { half } => plane_box(&pp, &pq, &kin.geom_xpos[g1], &kin.geom_xquat[g1], half, detect),
+        GeomShape::Sphere { radius } => plane_sphere(&pp, &pq, &kin.geom_xpos[g1], *radius, detect)
+            .into_iter()
+            .collect(),
+        GeomShape::Box { half } => plane_box(
+            &pp,
+            &pq,
+            &kin.geom_xpos[g1],
+            &kin.geom_xquat[g1],
+            half,
+            detect,
+        ),
         _ => return false,
     };
     let bodies = [model.geoms[g0].body, model.geoms[g1].body];
     for (point, n, gap) in candidates {
-        out.push(Contact { geoms: [g0, g1], bodies, point, frame: contact_frame(&n), gap, material: *material });
+        out.push(Contact {
+            geoms: [g0, g1],
+            bodies,
+            point,
+            frame: contact_frame(&n),
+            gap,
+            material: *material,
+        });
     }
     true
 }

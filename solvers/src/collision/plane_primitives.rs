@@ -59,26 +59,51 @@ fn plane_normal(plane_quat: &Quat) -> [f64; 3] {
 
 /// `mjc_PlaneSphere`: at most one contact if the sphere's centre is within `r + margin` of the
 /// plane. dist = (p_s − p_p)·n − r, point = p_s + n·(−dist/2 − r).
-pub fn plane_sphere(plane_pos: &Vec3, plane_quat: &Quat, center: &Vec3, radius: f64, margin: f64) -> Option<Candidate> {
+pub fn plane_sphere(
+    plane_pos: &Vec3,
+    plane_quat: &Quat,
+    center: &Vec3,
+    radius: f64,
+    margin: f64,
+) -> Option<Candidate> {
     let n = plane_normal(plane_quat);
-    let dif = [center.x - plane_pos.x, center.y - plane_pos.y, center.z - plane_pos.z];
+    let dif = [
+        center.x - plane_pos.x,
+        center.y - plane_pos.y,
+        center.z - plane_pos.z,
+    ];
     let cdist = dot3(&dif, &n);
     if cdist > margin + radius {
         return None;
     }
     let dist = cdist - radius;
     let s = -dist / 2.0 - radius;
-    let point = Vec3::new(center.x + n[0] * s, center.y + n[1] * s, center.z + n[2] * s);
+    let point = Vec3::new(
+        center.x + n[0] * s,
+        center.y + n[1] * s,
+        center.z + n[2] * s,
+    );
     Some((point, Vec3::from(n), dist))
 }
 
 /// `mjc_PlaneBox`: the corners `i = 0..8` (sign of x, y, z positive when bit 0, 1, 2 of i is
 /// set) whose distance `d_c + ℓ_i` is at most `margin` and with `ℓ_i ≤ 0`, up to 4, where
 /// `d_c = (p_box − p_plane)·n` and `ℓ_i = n·(R_box c_i)`; point = corner − n·dist/2.
-pub fn plane_box(plane_pos: &Vec3, plane_quat: &Quat, box_pos: &Vec3, box_quat: &Quat, half: &Vec3, margin: f64) -> Vec<Candidate> {
+pub fn plane_box(
+    plane_pos: &Vec3,
+    plane_quat: &Quat,
+    box_pos: &Vec3,
+    box_quat: &Quat,
+    half: &Vec3,
+    margin: f64,
+) -> Vec<Candidate> {
     let n = plane_normal(plane_quat);
     let rot = quat_to_mat(box_quat);
-    let dif = [box_pos.x - plane_pos.x, box_pos.y - plane_pos.y, box_pos.z - plane_pos.z];
+    let dif = [
+        box_pos.x - plane_pos.x,
+        box_pos.y - plane_pos.y,
+        box_pos.z - plane_pos.z,
+    ];
     let cdist = dot3(&dif, &n);
     let mut out = Vec::new();
     for i in 0..8 {
@@ -95,7 +120,15 @@ pub fn plane_box(plane_pos: &Vec3, plane_quat: &Quat, box_pos: &Vec3, box_quat: 
         let dist = cdist + ldist;
         let corner = [v[0] + box_pos.x, v[1] + box_pos.y, v[2] + box_pos.z];
         let s = -dist / 2.0;
-        out.push((Vec3::new(corner[0] + n[0] * s, corner[1] + n[1] * s, corner[2] + n[2] * s), Vec3::from(n), dist));
+        out.push((
+            Vec3::new(
+                corner[0] + n[0] * s,
+                corner[1] + n[1] * s,
+                corner[2] + n[2] * s,
+            ),
+            Vec3::from(n),
+            dist,
+        ));
         if out.len() >= 4 {
             break;
         }
@@ -121,7 +154,14 @@ mod tests {
 
     #[test]
     fn flat_box_gives_its_four_lowest_corners() {
-        let c = plane_box(&Vec3::zeros(), &Quat::identity(), &Vec3::new(0.0, 0.0, 0.04), &Quat::identity(), &Vec3::repeat(0.05), 0.0);
+        let c = plane_box(
+            &Vec3::zeros(),
+            &Quat::identity(),
+            &Vec3::new(0.0, 0.0, 0.04),
+            &Quat::identity(),
+            &Vec3::repeat(0.05),
+            0.0,
+        );
         assert_eq!(c.len(), 4);
         for (p, n, d) in &c {
             assert!((d + 0.01).abs() < 1e-15 && *n == Vec3::z() && (p.z + 0.005).abs() < 1e-15);

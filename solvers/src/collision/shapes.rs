@@ -12,8 +12,9 @@
 
 use nalgebra::{UnitQuaternion, Vector3};
 use parry3d_f64::math::Vector as PVec;
-use parry3d_f64::shape::{Shape as _, 
-    Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, HeightField, SharedShape, TriMesh,
+use parry3d_f64::shape::{
+    Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, HeightField, Shape as _,
+    SharedShape, TriMesh,
 };
 use parry3d_f64::utils::Array2;
 
@@ -74,18 +75,32 @@ fn pv(x: f64, y: f64, z: f64) -> PVec {
 pub fn collision_shape(geom: &str, shape: &GeomShape) -> Result<CollisionShape, ModelError> {
     // Sizes and mesh data are checked first so that no parry constructor can assert.
     shape.validate(geom)?;
-    let bad_mesh = |why: String| ModelError::BadMesh { geom: geom.to_string(), why };
+    let bad_mesh = |why: String| ModelError::BadMesh {
+        geom: geom.to_string(),
+        why,
+    };
     let ident = Quat::identity();
     let (shape, offset) = match shape {
         GeomShape::Plane => (SharedShape::new(HalfSpace::new(PVec::Z)), ident),
         GeomShape::Sphere { radius } => (SharedShape::new(Ball::new(*radius)), ident),
-        GeomShape::Box { half } => (SharedShape::new(Cuboid::new(pv(half.x, half.y, half.z))), ident),
-        GeomShape::Capsule { radius, half_length } => {
-            (SharedShape::new(Capsule::new_y(*half_length, *radius)), y_to_z())
-        }
-        GeomShape::Cylinder { radius, half_length } => {
-            (SharedShape::new(Cylinder::new(*half_length, *radius)), y_to_z())
-        }
+        GeomShape::Box { half } => (
+            SharedShape::new(Cuboid::new(pv(half.x, half.y, half.z))),
+            ident,
+        ),
+        GeomShape::Capsule {
+            radius,
+            half_length,
+        } => (
+            SharedShape::new(Capsule::new_y(*half_length, *radius)),
+            y_to_z(),
+        ),
+        GeomShape::Cylinder {
+            radius,
+            half_length,
+        } => (
+            SharedShape::new(Cylinder::new(*half_length, *radius)),
+            y_to_z(),
+        ),
         GeomShape::Ellipsoid { radii } => {
             // parry has no ellipsoid: use the convex hull of 24 x 48 latitude-longitude samples
             // of its surface (an inscribed polytope; the surface is under-estimated by at most
@@ -96,7 +111,11 @@ pub fn collision_shape(geom: &str, shape: &GeomShape) -> Result<CollisionShape, 
                 let th = std::f64::consts::PI * i as f64 / nlat as f64;
                 for j in 0..nlon {
                     let ph = 2.0 * std::f64::consts::PI * j as f64 / nlon as f64;
-                    pts.push(pv(radii.x * th.sin() * ph.cos(), radii.y * th.sin() * ph.sin(), radii.z * th.cos()));
+                    pts.push(pv(
+                        radii.x * th.sin() * ph.cos(),
+                        radii.y * th.sin() * ph.sin(),
+                        radii.z * th.cos(),
+                    ));
                 }
             }
             let hull = ConvexPolyhedron::from_convex_hull(&pts)
@@ -105,23 +124,33 @@ pub fn collision_shape(geom: &str, shape: &GeomShape) -> Result<CollisionShape, 
         }
         GeomShape::ConvexMesh { vertices } => {
             let pts: Vec<PVec> = vertices.iter().map(|p| pv(p.x, p.y, p.z)).collect();
-            let hull = ConvexPolyhedron::from_convex_hull(&pts)
-                .ok_or_else(|| bad_mesh("parry could not build the convex hull of the vertices".into()))?;
+            let hull = ConvexPolyhedron::from_convex_hull(&pts).ok_or_else(|| {
+                bad_mesh("parry could not build the convex hull of the vertices".into())
+            })?;
             // parry returns a two-sided flat polygon for coplanar points: reject zero volume.
             let extent = hull.local_aabb().extents().max_element();
             let volume = hull.mass_properties(1.0).mass();
             if !(volume > 1e-12 * extent * extent * extent) {
-                return Err(bad_mesh(format!("the convex hull has (near) zero volume {volume:e} m^3")));
+                return Err(bad_mesh(format!(
+                    "the convex hull has (near) zero volume {volume:e} m^3"
+                )));
             }
             (SharedShape::new(hull), ident)
         }
-        GeomShape::TriangleMesh { vertices, triangles } => {
+        GeomShape::TriangleMesh {
+            vertices,
+            triangles,
+        } => {
             let pts: Vec<PVec> = vertices.iter().map(|p| pv(p.x, p.y, p.z)).collect();
             let mesh = TriMesh::new(pts, triangles.clone())
                 .map_err(|e| bad_mesh(format!("parry rejected the triangle mesh: {e:?}")))?;
             (SharedShape::new(mesh), ident)
         }
-        GeomShape::HeightField { heights, size_x, size_y } => {
+        GeomShape::HeightField {
+            heights,
+            size_x,
+            size_y,
+        } => {
             let (nr, nc) = (heights.nrows(), heights.ncols());
             // parry: heights[(i, j)] at x = -sx/2 + j dx, z = -sy/2 + i dz; with the +90° x
             // rotation, z_parry = -y_geom, so parry row i is our row nr - 1 - i.
@@ -168,20 +197,44 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_errors_not_panics() {
-        let e = collision_shape("c", &GeomShape::Cylinder { radius: 0.1, half_length: -1.0 });
+        let e = collision_shape(
+            "c",
+            &GeomShape::Cylinder {
+                radius: 0.1,
+                half_length: -1.0,
+            },
+        );
         assert!(matches!(e, Err(ModelError::BadSize { ref geom, .. }) if geom == "c"));
-        let hf = GeomShape::HeightField { heights: nalgebra::DMatrix::zeros(1, 3), size_x: 1.0, size_y: 1.0 };
-        assert!(matches!(collision_shape("h", &hf), Err(ModelError::BadMesh { .. })));
+        let hf = GeomShape::HeightField {
+            heights: nalgebra::DMatrix::zeros(1, 3),
+            size_x: 1.0,
+            size_y: 1.0,
+        };
+        assert!(matches!(
+            collision_shape("h", &hf),
+            Err(ModelError::BadMesh { .. })
+        ));
     }
 
     #[test]
     fn type_rank_is_mujocos_order() {
         let plane = GeomShape::Plane;
         let sphere = GeomShape::Sphere { radius: 1.0 };
-        let cap = GeomShape::Capsule { radius: 1.0, half_length: 1.0 };
-        let cyl = GeomShape::Cylinder { radius: 1.0, half_length: 1.0 };
-        let bx = GeomShape::Box { half: Vector3::new(1.0, 1.0, 1.0) };
-        let ranks: Vec<u8> = [&plane, &sphere, &cap, &cyl, &bx].iter().map(|s| type_rank(s)).collect();
+        let cap = GeomShape::Capsule {
+            radius: 1.0,
+            half_length: 1.0,
+        };
+        let cyl = GeomShape::Cylinder {
+            radius: 1.0,
+            half_length: 1.0,
+        };
+        let bx = GeomShape::Box {
+            half: Vector3::new(1.0, 1.0, 1.0),
+        };
+        let ranks: Vec<u8> = [&plane, &sphere, &cap, &cyl, &bx]
+            .iter()
+            .map(|s| type_rank(s))
+            .collect();
         assert_eq!(ranks, vec![0, 2, 3, 5, 6]);
     }
 }

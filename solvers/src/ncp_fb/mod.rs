@@ -82,7 +82,9 @@ use crate::actuation::actuator_forces;
 use crate::collision::detect_with_margin;
 use crate::constraint::{contact_rows, limit_rows, stack_jacobian};
 use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
-use crate::formulation::{parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, StepReport};
+use crate::formulation::{
+    parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, StepReport,
+};
 use crate::kinematics::forward_kinematics;
 use crate::model::{Model, State};
 pub use params::{NcpFbParams, PARAMS};
@@ -133,37 +135,77 @@ impl NcpFb {
     }
 
     /// One step, returning the report and the step's problem and solution.
-    pub fn step_detail(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> (StepReport, Option<StepDetail>) {
+    pub fn step_detail(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        u: &[f64],
+        h: f64,
+    ) -> (StepReport, Option<StepDetail>) {
         if !state.is_finite() {
-            return (StepReport::explicit(Vec::new()).check_divergence(state), None);
+            return (
+                StepReport::explicit(Vec::new()).check_divergence(state),
+                None,
+            );
         }
         let kin = forward_kinematics(model, &state.q);
         let m = mass_matrix(model, &kin);
-        let mut f_s = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
+        let mut f_s = passive_forces(model, &state.q, &state.v)
+            + actuator_forces(model, &state.q, &state.v, u)
             - bias_forces(model, &kin, &state.v);
         if model.options.disable.gravity {
             let zero = DVector::zeros(model.nv);
             f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
         }
         let Some(chol) = m.cholesky() else {
-            let r = StepReport { diverged: Some(format!("mass matrix not positive definite at t = {:.6} s", state.t)), ..StepReport::default() };
+            let r = StepReport {
+                diverged: Some(format!(
+                    "mass matrix not positive definite at t = {:.6} s",
+                    state.t
+                )),
+                ..StepReport::default()
+            };
             return (r, None);
         };
         let u_free = &state.v + chol.solve(&f_s) * h;
 
         // Rows at q⁻: all joint limits, then contacts (n, t1, t2).
-        let mut rows = if model.options.disable.limit { Vec::new() } else { limit_rows(model, &state.q, &state.v, f64::INFINITY) };
+        let mut rows = if model.options.disable.limit {
+            Vec::new()
+        } else {
+            limit_rows(model, &state.q, &state.v, f64::INFINITY)
+        };
         let mut pending = Vec::new(); // (block without weights, contact)
         for (i, _) in rows.iter().enumerate() {
-            pending.push((Block::Limit { row: i, dist: rows[i].pos, w: 0.0 }, None));
+            pending.push((
+                Block::Limit {
+                    row: i,
+                    dist: rows[i].pos,
+                    w: 0.0,
+                },
+                None,
+            ));
         }
-        let contacts = if model.options.disable.contact { Vec::new() } else { detect_with_margin(model, &kin, self.params.detection_margin) };
+        let contacts = if model.options.disable.contact {
+            Vec::new()
+        } else {
+            detect_with_margin(model, &kin, self.params.detection_margin)
+        };
         for (ci, c) in contacts.iter().enumerate() {
             let friction = c.material.condim >= 3;
             let condim = if friction { 3 } else { 1 };
             let row = rows.len();
-            rows.extend(contact_rows(model, &kin, &state.v, ci, c.bodies, &c.point, &c.frame, c.gap, condim));
-            let block = Block::Contact { row, friction, mu: c.material.friction[0], gap: c.gap - c.material.margin, wn: 0.0, wt: 0.0 };
+            rows.extend(contact_rows(
+                model, &kin, &state.v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
+            ));
+            let block = Block::Contact {
+                row,
+                friction,
+                mu: c.material.friction[0],
+                gap: c.gap - c.material.margin,
+                wn: 0.0,
+                wt: 0.0,
+            };
             pending.push((block, Some(ci)));
         }
         let j = stack_jacobian(&rows, model.nv);
@@ -172,15 +214,44 @@ impl NcpFb {
         let blocks: Vec<Block> = pending
             .iter()
             .map(|(b, _)| match *b {
-                Block::Limit { row, dist, .. } => Block::Limit { row, dist, w: w(row) },
-                Block::Contact { row, friction, mu, gap, .. } => {
-                    let wt = if friction { 0.5 * (w(row + 1) + w(row + 2)) } else { 0.0 };
-                    Block::Contact { row, friction, mu, gap, wn: w(row), wt }
+                Block::Limit { row, dist, .. } => Block::Limit {
+                    row,
+                    dist,
+                    w: w(row),
+                },
+                Block::Contact {
+                    row,
+                    friction,
+                    mu,
+                    gap,
+                    ..
+                } => {
+                    let wt = if friction {
+                        0.5 * (w(row + 1) + w(row + 2))
+                    } else {
+                        0.0
+                    };
+                    Block::Contact {
+                        row,
+                        friction,
+                        mu,
+                        gap,
+                        wn: w(row),
+                        wt,
+                    }
                 }
             })
             .collect();
         let p = &self.params;
-        let problem = Problem { h, j, minv_jt, u_free, blocks, eps_fb: p.fb_smoothing, eps_v: p.friction_smoothing };
+        let problem = Problem {
+            h,
+            j,
+            minv_jt,
+            u_free,
+            blocks,
+            eps_fb: p.fb_smoothing,
+            eps_v: p.friction_smoothing,
+        };
         let settings = Settings {
             iterations: p.newton_iterations,
             k_min: p.k_min,
@@ -200,7 +271,15 @@ impl NcpFb {
             .iter()
             .zip(&problem.blocks)
             .filter_map(|((_, ci), b)| {
-                let (c, Block::Contact { row, friction, mu, .. }) = (&contacts[(*ci)?], *b) else { return None };
+                let (
+                    c,
+                    Block::Contact {
+                        row, friction, mu, ..
+                    },
+                ) = (&contacts[(*ci)?], *b)
+                else {
+                    return None;
+                };
                 let k = if friction { 3 } else { 1 };
                 let (mut impulse, mut velocity) = (Vector3::zeros(), Vector3::zeros());
                 for a in 0..k {
@@ -209,16 +288,38 @@ impl NcpFb {
                 }
                 if !friction {
                     // The tangential velocity is still reported (frame rows 1, 2).
-                    let rel = crate::constraint::contact_rows(model, &kin, &sol.u, 0, c.bodies, &c.point, &c.frame, c.gap, 3);
+                    let rel = crate::constraint::contact_rows(
+                        model, &kin, &sol.u, 0, c.bodies, &c.point, &c.frame, c.gap, 3,
+                    );
                     velocity[1] = rel[1].vel;
                     velocity[2] = rel[2].vel;
                 }
-                Some(ContactRecord { geoms: c.geoms, point: c.point, frame: c.frame, gap: c.gap, mu, impulse, velocity })
+                Some(ContactRecord {
+                    geoms: c.geoms,
+                    point: c.point,
+                    frame: c.frame,
+                    gap: c.gap,
+                    mu,
+                    impulse,
+                    velocity,
+                })
             })
             .collect();
-        let report = StepReport { iterations: sol.iterations, residual: sol.residual, converged: sol.converged, diverged: None, contacts: records }
-            .check_divergence(state);
-        (report, Some(StepDetail { problem, solution: sol }))
+        let report = StepReport {
+            iterations: sol.iterations,
+            residual: sol.residual,
+            converged: sol.converged,
+            diverged: None,
+            contacts: records,
+        }
+        .check_divergence(state);
+        (
+            report,
+            Some(StepDetail {
+                problem,
+                solution: sol,
+            }),
+        )
     }
 }
 
@@ -243,15 +344,25 @@ mod tests {
         assert_eq!(obj.len(), PARAMS.len());
         for doc in PARAMS {
             let val = obj[doc.name].as_f64().unwrap();
-            assert_eq!(val, doc.default.parse::<f64>().unwrap(), "parameter {}", doc.name);
+            assert_eq!(
+                val,
+                doc.default.parse::<f64>().unwrap(),
+                "parameter {}",
+                doc.name
+            );
         }
     }
 
     #[test]
     fn unknown_and_bad_parameters_are_errors() {
-        let err = crate::formulation::build("ncp_fb", &serde_json::json!({"newton_iteration": 3})).err().unwrap();
+        let err = crate::formulation::build("ncp_fb", &serde_json::json!({"newton_iteration": 3}))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("newton_iteration"), "{err}");
-        let err = crate::formulation::build("ncp_fb", &serde_json::json!({"friction_smoothing": 1e-3})).err().unwrap();
+        let err =
+            crate::formulation::build("ncp_fb", &serde_json::json!({"friction_smoothing": 1e-3}))
+                .err()
+                .unwrap();
         assert!(err.to_string().contains("friction_smoothing"), "{err}");
         assert!(crate::formulation::build("ncp_fb", &serde_json::Value::Null).is_ok());
     }

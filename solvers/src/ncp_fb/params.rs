@@ -72,12 +72,20 @@ impl NcpFbParams {
     /// # Errors
     /// [`FormulationError::BadParams`] naming the parameter.
     pub fn validate(&self) -> Result<(), FormulationError> {
-        let bad = |m: String| Err(FormulationError::BadParams { name: "ncp_fb".into(), message: m });
+        let bad = |m: String| {
+            Err(FormulationError::BadParams {
+                name: "ncp_fb".into(),
+                message: m,
+            })
+        };
         if self.newton_iterations == 0 {
             return bad("newton_iterations must be >= 1".into());
         }
         if self.k_min > self.newton_iterations {
-            return bad(format!("k_min = {} must be <= newton_iterations = {}", self.k_min, self.newton_iterations));
+            return bad(format!(
+                "k_min = {} must be <= newton_iterations = {}",
+                self.k_min, self.newton_iterations
+            ));
         }
         for (what, v) in [
             ("tolerance", self.tolerance),
@@ -91,8 +99,13 @@ impl NcpFbParams {
                 return bad(format!("{what} = {v} must be finite and >= 0"));
             }
         }
-        if self.friction_smoothing <= 0.0 || self.friction_smoothing * self.friction_smoothing > 1e-8 {
-            return bad(format!("friction_smoothing = {} must be > 0 with eps_v^2 <= 1e-8 m^2/s^2 (spec 7.3)", self.friction_smoothing));
+        if self.friction_smoothing <= 0.0
+            || self.friction_smoothing * self.friction_smoothing > 1e-8
+        {
+            return bad(format!(
+                "friction_smoothing = {} must be > 0 with eps_v^2 <= 1e-8 m^2/s^2 (spec 7.3)",
+                self.friction_smoothing
+            ));
         }
         Ok(())
     }

@@ -79,7 +79,11 @@ pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> (f64, f64, f64, f64)
         return (0.0, 0.0, 0.0, 0.0);
     }
     // S − k g without cancellation when g ≥ 0.
-    let s_minus = if g >= 0.0 { v * v / (s + k * g) } else { s - k * g };
+    let s_minus = if g >= 0.0 {
+        v * v / (s + k * g)
+    } else {
+        s - k * g
+    };
     let num = k * s_minus;
     let den = v + k * m - s_minus;
     if den.is_nan() || den <= 0.0 || !num.is_finite() {
@@ -94,7 +98,12 @@ pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> (f64, f64, f64, f64)
     let (dd_dv, dd_dg) = (1.0 - ds_dv, -ds_dg);
     let dw = |dn: f64, dd: f64| (dn - w * dd) / den;
     // g = P − m; D = v + k P − S also depends on P explicitly.
-    (w, dw(dn_dv, dd_dv), dw(dn_dg, k + dd_dg), dw(-dn_dg, -dd_dg))
+    (
+        w,
+        dw(dn_dv, dd_dv),
+        dw(dn_dg, k + dd_dg),
+        dw(-dn_dg, -dd_dg),
+    )
 }
 
 impl Problem {
@@ -113,7 +122,9 @@ impl Problem {
     pub fn project(&self, p: &mut DVector<f64>) {
         for b in &self.blocks {
             match *b {
-                Block::Contact { row, friction, mu, .. } => {
+                Block::Contact {
+                    row, friction, mu, ..
+                } => {
                     p[row] = p[row].max(0.0);
                     if friction {
                         let cap = mu * p[row];
@@ -138,20 +149,39 @@ impl Problem {
     }
 
     /// Residual and the constraint rows' Jacobian blocks `(∂r_c/∂u (nλ × nv), ∂r_c/∂p (nλ × nλ))`.
-    pub fn residual_and_jacobian(&self, u: &DVector<f64>, p: &DVector<f64>) -> (DVector<f64>, DMatrix<f64>, DMatrix<f64>) {
+    pub fn residual_and_jacobian(
+        &self,
+        u: &DVector<f64>,
+        p: &DVector<f64>,
+    ) -> (DVector<f64>, DMatrix<f64>, DMatrix<f64>) {
         let (r, ju, jp) = self.evaluate(u, p, true);
         (r, ju.unwrap(), jp.unwrap())
     }
 
     #[allow(clippy::type_complexity)]
-    fn evaluate(&self, u: &DVector<f64>, p: &DVector<f64>, jac: bool) -> (DVector<f64>, Option<DMatrix<f64>>, Option<DMatrix<f64>>) {
+    fn evaluate(
+        &self,
+        u: &DVector<f64>,
+        p: &DVector<f64>,
+        jac: bool,
+    ) -> (DVector<f64>, Option<DMatrix<f64>>, Option<DMatrix<f64>>) {
         let (nv, nl, h) = (self.nv(), self.nl(), self.h);
         let mut r = DVector::zeros(nv + nl);
-        r.rows_mut(0, nv).copy_from(&(u - &self.u_free - &self.minv_jt * p));
+        r.rows_mut(0, nv)
+            .copy_from(&(u - &self.u_free - &self.minv_jt * p));
         let vel = &self.j * u;
-        let (mut ru, mut rp) = if jac { (Some(DMatrix::zeros(nl, nv)), Some(DMatrix::zeros(nl, nl))) } else { (None, None) };
+        let (mut ru, mut rp) = if jac {
+            (Some(DMatrix::zeros(nl, nv)), Some(DMatrix::zeros(nl, nl)))
+        } else {
+            (None, None)
+        };
         // A complementarity row: r = φ_ε(gap + h J u, h w p) / h.
-        let comp = |row: usize, gap: f64, w: f64, r: &mut DVector<f64>, ru: &mut Option<DMatrix<f64>>, rp: &mut Option<DMatrix<f64>>| {
+        let comp = |row: usize,
+                    gap: f64,
+                    w: f64,
+                    r: &mut DVector<f64>,
+                    ru: &mut Option<DMatrix<f64>>,
+                    rp: &mut Option<DMatrix<f64>>| {
             let (phi, da, db) = fb(gap + h * vel[row], h * w * p[row], self.eps_fb);
             r[nv + row] = phi / h;
             if let (Some(ru), Some(rp)) = (ru.as_mut(), rp.as_mut()) {
@@ -162,7 +192,14 @@ impl Problem {
         for b in &self.blocks {
             match *b {
                 Block::Limit { row, dist, w } => comp(row, dist, w, &mut r, &mut ru, &mut rp),
-                Block::Contact { row, friction, mu, gap, wn, wt } => {
+                Block::Contact {
+                    row,
+                    friction,
+                    mu,
+                    gap,
+                    wn,
+                    wt,
+                } => {
                     comp(row, gap, wn, &mut r, &mut ru, &mut rp);
                     if !friction {
                         continue;
@@ -198,7 +235,9 @@ impl Problem {
                         // ∂σ/∂x = −σ²/w_t ∂W/∂x;  ∂r_f = σ ∂raw + raw ∂σ.
                         let ds = -sigma * sigma / wt;
                         // ∂raw/∂u = (I + p_f ∂W/∂v tᵀ / v) J_f ; ∂v/∂u = tᵀ J_f / v.
-                        let du = (nalgebra::Matrix2::identity() * sigma + (pf * sigma + raw * ds) * t.transpose() * (dw_dv / v)) * jf;
+                        let du = (nalgebra::Matrix2::identity() * sigma
+                            + (pf * sigma + raw * ds) * t.transpose() * (dw_dv / v))
+                            * jf;
                         ru.rows_mut(f1, 2).copy_from(&du);
                         // ∂/∂p_n = μ ∂W/∂P (σ p_f + ds raw).
                         let pn_col = (pf * sigma + raw * ds) * (mu * dw_dcap);
@@ -230,11 +269,18 @@ impl Problem {
             .iter()
             .map(|b| match *b {
                 Block::Limit { row, dist, .. } => (p[row] * (dist / h + vel[row])).abs(),
-                Block::Contact { row, friction, mu, gap, .. } => {
+                Block::Contact {
+                    row,
+                    friction,
+                    mu,
+                    gap,
+                    ..
+                } => {
                     let cn = gap / h + vel[row];
                     if friction {
                         let vt = Vector2::new(vel[row + 1], vel[row + 2]);
-                        (p[row] * (cn + mu * vt.norm()) + p[row + 1] * vt[0] + p[row + 2] * vt[1]).abs()
+                        (p[row] * (cn + mu * vt.norm()) + p[row + 1] * vt[0] + p[row + 2] * vt[1])
+                            .abs()
                     } else {
                         (p[row] * cn).abs()
                     }
@@ -271,7 +317,14 @@ mod tests {
             j,
             minv_jt,
             u_free: DVector::from_vec(vec![1.0, -0.2, 0.1]),
-            blocks: vec![Block::Contact { row: 0, friction: true, mu: 0.3, gap, wn: 0.5, wt: 0.5 }],
+            blocks: vec![Block::Contact {
+                row: 0,
+                friction: true,
+                mu: 0.3,
+                gap,
+                wn: 0.5,
+                wt: 0.5,
+            }],
             eps_fb: 1e-8,
             eps_v: 1e-6,
         }
@@ -281,8 +334,14 @@ mod tests {
     fn jacobian_matches_central_differences() {
         let pb = toy(-1e-3);
         for (u, p) in [
-            (DVector::from_vec(vec![0.7, -0.1, 0.2]), DVector::from_vec(vec![0.4, -0.05, 0.03])),
-            (DVector::from_vec(vec![0.01, 0.3, -0.02]), DVector::from_vec(vec![0.2, 0.02, -0.01])),
+            (
+                DVector::from_vec(vec![0.7, -0.1, 0.2]),
+                DVector::from_vec(vec![0.4, -0.05, 0.03]),
+            ),
+            (
+                DVector::from_vec(vec![0.01, 0.3, -0.02]),
+                DVector::from_vec(vec![0.2, 0.02, -0.01]),
+            ),
         ] {
             let (_, ru, rp) = pb.residual_and_jacobian(&u, &p);
             let nv = 3;
@@ -293,14 +352,24 @@ mod tests {
                 um[k] -= d;
                 let fd = (pb.residual(&up, &p) - pb.residual(&um, &p)) / (2.0 * d);
                 for i in 0..3 {
-                    assert!((fd[nv + i] - ru[(i, k)]).abs() < 1e-5 * (1.0 + ru[(i, k)].abs()), "du {i} {k}: {} vs {}", fd[nv + i], ru[(i, k)]);
+                    assert!(
+                        (fd[nv + i] - ru[(i, k)]).abs() < 1e-5 * (1.0 + ru[(i, k)].abs()),
+                        "du {i} {k}: {} vs {}",
+                        fd[nv + i],
+                        ru[(i, k)]
+                    );
                 }
                 let (mut pp, mut pm) = (p.clone(), p.clone());
                 pp[k] += d;
                 pm[k] -= d;
                 let fd = (pb.residual(&u, &pp) - pb.residual(&u, &pm)) / (2.0 * d);
                 for i in 0..3 {
-                    assert!((fd[nv + i] - rp[(i, k)]).abs() < 1e-5 * (1.0 + rp[(i, k)].abs()), "dp {i} {k}: {} vs {}", fd[nv + i], rp[(i, k)]);
+                    assert!(
+                        (fd[nv + i] - rp[(i, k)]).abs() < 1e-5 * (1.0 + rp[(i, k)].abs()),
+                        "dp {i} {k}: {} vs {}",
+                        fd[nv + i],
+                        rp[(i, k)]
+                    );
                 }
             }
         }

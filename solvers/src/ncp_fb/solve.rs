@@ -47,13 +47,23 @@ pub struct Solution {
 pub fn solve(pb: &Problem, s: &Settings) -> Solution {
     let nl = pb.nl();
     let velocity = |p: &DVector<f64>| &pb.u_free + &pb.minv_jt * p;
-    let constraint_residual = |u: &DVector<f64>, p: &DVector<f64>| pb.residual(u, p).rows(pb.nv(), nl).into_owned();
+    let constraint_residual =
+        |u: &DVector<f64>, p: &DVector<f64>| pb.residual(u, p).rows(pb.nv(), nl).into_owned();
     let mut p = DVector::zeros(nl);
     let mut u = velocity(&p);
     if nl == 0 {
-        return Solution { u, p, iterations: 0, residual: 0.0, ncp: 0.0, converged: true };
+        return Solution {
+            u,
+            p,
+            iterations: 0,
+            residual: 0.0,
+            ncp: 0.0,
+            converged: true,
+        };
     }
-    let w_diag: Vec<f64> = (0..nl).map(|i| pb.j.row(i).dot(&pb.minv_jt.column(i).transpose())).collect();
+    let w_diag: Vec<f64> = (0..nl)
+        .map(|i| pb.j.row(i).dot(&pb.minv_jt.column(i).transpose()))
+        .collect();
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
     for k in 0..s.iterations {
@@ -96,8 +106,16 @@ pub fn solve(pb: &Problem, s: &Settings) -> Solution {
         if k + 1 < s.k_min {
             continue;
         }
-        let converged = residual <= s.tolerance || (ncp <= s.ncp_tolerance && pb.penetration(&u) <= s.tolerance * pb.h);
-        let current = Solution { u: u.clone(), p: p.clone(), iterations, residual, ncp, converged };
+        let converged = residual <= s.tolerance
+            || (ncp <= s.ncp_tolerance && pb.penetration(&u) <= s.tolerance * pb.h);
+        let current = Solution {
+            u: u.clone(),
+            p: p.clone(),
+            iterations,
+            residual,
+            ncp,
+            converged,
+        };
         if converged {
             return current;
         }
@@ -113,7 +131,14 @@ pub fn solve(pb: &Problem, s: &Settings) -> Solution {
         None => {
             let residual = constraint_residual(&u, &p).amax();
             let ncp = pb.ncp_criterion(&u, &p);
-            Solution { u, p, iterations, residual, ncp, converged: false }
+            Solution {
+                u,
+                p,
+                iterations,
+                residual,
+                ncp,
+                converged: false,
+            }
         }
     }
 }

@@ -60,7 +60,14 @@ pub fn huber(s: f64, delta: f64) -> f64 {
 ///
 /// Returns `(normal, tangential)`: the normal component along n (positive = repulsive) and the
 /// tangential force vector (perpendicular to n).
-pub fn contact_force(c: &PenaltyCoefficients, law: FrictionLaw, delta: f64, n: &Vec3, d: f64, v: &Vec3) -> (f64, Vec3) {
+pub fn contact_force(
+    c: &PenaltyCoefficients,
+    law: FrictionLaw,
+    delta: f64,
+    n: &Vec3,
+    d: f64,
+    v: &Vec3,
+) -> (f64, Vec3) {
     if d >= 0.0 {
         if d < c.ka {
             return (-c.ke * d, Vec3::zeros());
@@ -91,17 +98,40 @@ pub fn contact_force(c: &PenaltyCoefficients, law: FrictionLaw, delta: f64, n: &
 mod tests {
     use super::*;
 
-    const C: PenaltyCoefficients = PenaltyCoefficients { ke: 1e5, kd: 1e3, kf: 1e3, ka: 0.0, mu: 0.5 };
+    const C: PenaltyCoefficients = PenaltyCoefficients {
+        ke: 1e5,
+        kd: 1e3,
+        kf: 1e3,
+        ka: 0.0,
+        mu: 0.5,
+    };
 
     #[test]
     fn normal_spring_and_damping_only_when_approaching() {
         let n = Vec3::z();
-        let (fn_, ft) = contact_force(&C, FrictionLaw::Normalized, 1.0, &n, -1e-3, &Vec3::new(0.0, 0.0, -0.1));
+        let (fn_, ft) = contact_force(
+            &C,
+            FrictionLaw::Normalized,
+            1.0,
+            &n,
+            -1e-3,
+            &Vec3::new(0.0, 0.0, -0.1),
+        );
         assert!((fn_ - (1e5 * 1e-3 + 1e3 * 0.1)).abs() < 1e-12);
         assert_eq!(ft, Vec3::zeros());
-        let (fn_sep, _) = contact_force(&C, FrictionLaw::Normalized, 1.0, &n, -1e-3, &Vec3::new(0.0, 0.0, 0.1));
+        let (fn_sep, _) = contact_force(
+            &C,
+            FrictionLaw::Normalized,
+            1.0,
+            &n,
+            -1e-3,
+            &Vec3::new(0.0, 0.0, 0.1),
+        );
         assert!((fn_sep - 100.0).abs() < 1e-12);
-        assert_eq!(contact_force(&C, FrictionLaw::Huber, 1.0, &n, 1e-6, &Vec3::zeros()).0, 0.0);
+        assert_eq!(
+            contact_force(&C, FrictionLaw::Huber, 1.0, &n, 1e-6, &Vec3::zeros()).0,
+            0.0
+        );
     }
 
     #[test]
@@ -120,7 +150,14 @@ mod tests {
     fn huber_law_exceeds_coulomb_near_delta() {
         // At s = δ = 1 m/s the Huber law's magnitude is μN·s/H = μN·1/0.5 = 2μN.
         let n = Vec3::z();
-        let (fn_, ft) = contact_force(&C, FrictionLaw::Huber, 1.0, &n, -1e-4, &Vec3::new(1.0, 0.0, 0.0));
+        let (fn_, ft) = contact_force(
+            &C,
+            FrictionLaw::Huber,
+            1.0,
+            &n,
+            -1e-4,
+            &Vec3::new(1.0, 0.0, 0.0),
+        );
         assert!((ft.norm() - 2.0 * 0.5 * fn_).abs() < 1e-9);
         assert!((huber(3.0, 1.0) - 2.5).abs() < 1e-15);
     }
@@ -128,7 +165,14 @@ mod tests {
     #[test]
     fn adhesion_band_attracts_without_friction() {
         let c = PenaltyCoefficients { ka: 1e-3, ..C };
-        let (fn_, ft) = contact_force(&c, FrictionLaw::Huber, 1.0, &Vec3::z(), 5e-4, &Vec3::new(1.0, 0.0, -1.0));
+        let (fn_, ft) = contact_force(
+            &c,
+            FrictionLaw::Huber,
+            1.0,
+            &Vec3::z(),
+            5e-4,
+            &Vec3::new(1.0, 0.0, -1.0),
+        );
         assert!((fn_ + 50.0).abs() < 1e-12);
         assert_eq!(ft, Vec3::zeros());
     }

@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 use crate::actuation::actuator_forces;
 use crate::collision::{detect, Contact};
 use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
-use crate::formulation::{parse_params, ContactRecord, Formulation, FormulationEntry, ParamDoc, StepReport};
+use crate::formulation::{
+    parse_params, ContactRecord, Formulation, FormulationEntry, ParamDoc, StepReport,
+};
 use crate::kinematics::{forward_kinematics, point_jacobian};
 use crate::model::{JointKind, Model, State, Vec3};
 use law::{contact_force, FrictionLaw, PenaltyCoefficients};
@@ -149,7 +151,10 @@ impl Penalty {
             }
         }
         if params.friction_smoothing <= 0.0 {
-            return Err(bad("friction_smoothing (must be > 0)", params.friction_smoothing));
+            return Err(bad(
+                "friction_smoothing (must be > 0)",
+                params.friction_smoothing,
+            ));
         }
         Ok(Self { params })
     }
@@ -196,7 +201,11 @@ impl Penalty {
 }
 
 /// One contact's relative-velocity Jacobian (3 × nv): velocity of geom 2's point minus geom 1's.
-fn relative_jacobian(model: &Model, kin: &crate::kinematics::Kinematics, c: &Contact) -> DMatrix<f64> {
+fn relative_jacobian(
+    model: &Model,
+    kin: &crate::kinematics::Kinematics,
+    c: &Contact,
+) -> DMatrix<f64> {
     let (j2, _) = point_jacobian(model, kin, c.bodies[1], &c.point);
     let (j1, _) = point_jacobian(model, kin, c.bodies[0], &c.point);
     j2 - j1
@@ -213,7 +222,8 @@ impl Formulation for Penalty {
         }
         let kin = forward_kinematics(model, &state.q);
         let contacts = detect(model, &kin);
-        let mut tau = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
+        let mut tau = passive_forces(model, &state.q, &state.v)
+            + actuator_forces(model, &state.q, &state.v, u)
             - bias_forces(model, &kin, &state.v)
             + self.joint_forces(model, &state.q, &state.v);
 
@@ -228,7 +238,14 @@ impl Formulation for Penalty {
             let jrel = relative_jacobian(model, &kin, &c);
             let vrel: Vec3 = (&jrel * &state.v).fixed_rows::<3>(0).into_owned();
             let n = c.normal();
-            let (fnormal, ft) = contact_force(&coef, self.params.friction, self.params.friction_smoothing, &n, d, &vrel);
+            let (fnormal, ft) = contact_force(
+                &coef,
+                self.params.friction,
+                self.params.friction_smoothing,
+                &n,
+                d,
+                &vrel,
+            );
             let force = n * fnormal + ft;
             tau += jrel.transpose() * force;
             active.push((c, jrel, force));
@@ -237,7 +254,10 @@ impl Formulation for Penalty {
         let mass = mass_matrix(model, &kin);
         let Some(chol) = mass.cholesky() else {
             return StepReport {
-                diverged: Some(format!("mass matrix not positive definite at t = {:.6} s", state.t)),
+                diverged: Some(format!(
+                    "mass matrix not positive definite at t = {:.6} s",
+                    state.t
+                )),
                 ..StepReport::explicit(Vec::new())
             };
         };
@@ -303,11 +323,17 @@ mod tests {
 
     #[test]
     fn unknown_and_bad_parameters_are_errors() {
-        let err = crate::formulation::build("penalty", &serde_json::json!({"kee": 1.0})).err().unwrap();
+        let err = crate::formulation::build("penalty", &serde_json::json!({"kee": 1.0}))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("kee"), "{err}");
-        let err = crate::formulation::build("penalty", &serde_json::json!({"ke": -1.0})).err().unwrap();
+        let err = crate::formulation::build("penalty", &serde_json::json!({"ke": -1.0}))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("ke"), "{err}");
-        let err = crate::formulation::build("nope", &serde_json::Value::Null).err().unwrap();
+        let err = crate::formulation::build("nope", &serde_json::Value::Null)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("penalty"), "{err}");
     }
 }

@@ -25,7 +25,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::formulation::{parse_params, Formulation, FormulationEntry, FormulationError, ParamDoc, StepReport};
+use crate::formulation::{
+    parse_params, Formulation, FormulationEntry, FormulationError, ParamDoc, StepReport,
+};
 use crate::model::{Cone, Integrator, Model, SolverKind, State};
 use crate::soft_convex::{Resolution, SoftConvex, SoftConvexParams, StepDetail};
 
@@ -59,16 +61,66 @@ pub struct SignoriniParams {
 
 /// Parameter documentation, in the order of [`SignoriniParams`].
 pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "cone", default: "elliptic", unit: "-", doc: "friction cone; only elliptic is valid" },
-    ParamDoc { name: "solver", default: "newton", unit: "-", doc: "solver; only newton is valid" },
-    ParamDoc { name: "iterations", default: "model", unit: "-", doc: "maximum Newton iterations (MuJoCo default 100)" },
-    ParamDoc { name: "tolerance", default: "model", unit: "-", doc: "tolerance on scaled gradient and Newton decrement (1e-8)" },
-    ParamDoc { name: "ls_iterations", default: "model", unit: "-", doc: "maximum line-search evaluations (50)" },
-    ParamDoc { name: "ls_tolerance", default: "model", unit: "-", doc: "line-search tolerance relative to tolerance (0.01)" },
-    ParamDoc { name: "impratio", default: "model", unit: "-", doc: "frictional-to-normal impedance ratio (1; Genesis uses 100)" },
-    ParamDoc { name: "warmstart", default: "model", unit: "-", doc: "start from the previous accelerations (true)" },
-    ParamDoc { name: "refsafe", default: "model", unit: "-", doc: "raise solref time constants to at least 2 h (true)" },
-    ParamDoc { name: "latch", default: "false", unit: "-", doc: "per-contact normal-force latch of Genesis PR #3381" },
+    ParamDoc {
+        name: "cone",
+        default: "elliptic",
+        unit: "-",
+        doc: "friction cone; only elliptic is valid",
+    },
+    ParamDoc {
+        name: "solver",
+        default: "newton",
+        unit: "-",
+        doc: "solver; only newton is valid",
+    },
+    ParamDoc {
+        name: "iterations",
+        default: "model",
+        unit: "-",
+        doc: "maximum Newton iterations (MuJoCo default 100)",
+    },
+    ParamDoc {
+        name: "tolerance",
+        default: "model",
+        unit: "-",
+        doc: "tolerance on scaled gradient and Newton decrement (1e-8)",
+    },
+    ParamDoc {
+        name: "ls_iterations",
+        default: "model",
+        unit: "-",
+        doc: "maximum line-search evaluations (50)",
+    },
+    ParamDoc {
+        name: "ls_tolerance",
+        default: "model",
+        unit: "-",
+        doc: "line-search tolerance relative to tolerance (0.01)",
+    },
+    ParamDoc {
+        name: "impratio",
+        default: "model",
+        unit: "-",
+        doc: "frictional-to-normal impedance ratio (1; Genesis uses 100)",
+    },
+    ParamDoc {
+        name: "warmstart",
+        default: "model",
+        unit: "-",
+        doc: "start from the previous accelerations (true)",
+    },
+    ParamDoc {
+        name: "refsafe",
+        default: "model",
+        unit: "-",
+        doc: "raise solref time constants to at least 2 h (true)",
+    },
+    ParamDoc {
+        name: "latch",
+        default: "false",
+        unit: "-",
+        doc: "per-contact normal-force latch of Genesis PR #3381",
+    },
 ];
 
 /// Registry entry.
@@ -96,7 +148,10 @@ impl Signorini {
     /// The pyramidal cone or the CG solver (the resolution is defined only for the elliptic
     /// cone and Newton), or an out-of-domain value.
     pub fn new(p: SignoriniParams) -> Result<Self, FormulationError> {
-        let bad = |m: &str| FormulationError::BadParams { name: "signorini".into(), message: m.to_string() };
+        let bad = |m: &str| FormulationError::BadParams {
+            name: "signorini".into(),
+            message: m.to_string(),
+        };
         if p.cone.is_some_and(|c| c != Cone::Elliptic) {
             return Err(bad("cone must be elliptic: a pyramid mixes the normal into every edge row, so it has no separate friction disc (Genesis refuses it too)"));
         }
@@ -117,15 +172,33 @@ impl Signorini {
             ..SoftConvexParams::default()
         })
         .map_err(|e| match e {
-            FormulationError::BadParams { message, .. } => FormulationError::BadParams { name: "signorini".into(), message },
+            FormulationError::BadParams { message, .. } => FormulationError::BadParams {
+                name: "signorini".into(),
+                message,
+            },
             other => other,
         })?;
-        Ok(Self { inner, latch: p.latch })
+        Ok(Self {
+            inner,
+            latch: p.latch,
+        })
     }
 
     /// One step with its rows and forces (for tests and diagnostics).
-    pub fn step_detail(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> (StepReport, Option<StepDetail>) {
-        self.inner.step_with(model, state, u, h, Resolution::Signorini { latch: self.latch })
+    pub fn step_detail(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        u: &[f64],
+        h: f64,
+    ) -> (StepReport, Option<StepDetail>) {
+        self.inner.step_with(
+            model,
+            state,
+            u,
+            h,
+            Resolution::Signorini { latch: self.latch },
+        )
     }
 }
 

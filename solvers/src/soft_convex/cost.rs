@@ -70,7 +70,13 @@ pub struct CostEval {
 }
 
 /// Evaluate the constraint cost, forces and states at `jar` given row kinds, `D` and `R`.
-pub fn evaluate(kinds: &[RowCost], d: &DVector<f64>, r: &DVector<f64>, jar: &DVector<f64>, want_hessian: bool) -> CostEval {
+pub fn evaluate(
+    kinds: &[RowCost],
+    d: &DVector<f64>,
+    r: &DVector<f64>,
+    jar: &DVector<f64>,
+    want_hessian: bool,
+) -> CostEval {
     let n = kinds.len();
     let mut force = DVector::zeros(n);
     let mut state = vec![RowState::Satisfied; n];
@@ -145,7 +151,10 @@ pub fn evaluate(kinds: &[RowCost], d: &DVector<f64>, r: &DVector<f64>, jar: &DVe
                 continue;
             }
             RowCost::Disc { dim, radius } => {
-                let t = (0..dim).map(|j| jar[i + j] * jar[i + j]).sum::<f64>().sqrt();
+                let t = (0..dim)
+                    .map(|j| jar[i + j] * jar[i + j])
+                    .sum::<f64>()
+                    .sqrt();
                 let dd = d[i];
                 if radius > 0.0 {
                     if dd * t <= radius {
@@ -178,12 +187,25 @@ pub fn evaluate(kinds: &[RowCost], d: &DVector<f64>, r: &DVector<f64>, jar: &DVe
         }
         i += 1;
     }
-    CostEval { force, state, cost, cone_hessians }
+    CostEval {
+        force,
+        state,
+        cost,
+        cone_hessians,
+    }
 }
 
 /// Middle-zone cone Hessian `H_c = Dm·G·A·G` (§A4), G = diag(μ, μ_1 .. μ_{dim−1}),
 /// `A = [[1, −μUᵀ/T], [−μU/T, (μN/T³)UUᵀ + (μ² − μN/T) I]]`.
-fn cone_hessian(dim: usize, mu: f64, mu_j: &[f64; 6], nn: f64, u: &[f64; 6], t: f64, dm: f64) -> DMatrix<f64> {
+fn cone_hessian(
+    dim: usize,
+    mu: f64,
+    mu_j: &[f64; 6],
+    nn: f64,
+    u: &[f64; 6],
+    t: f64,
+    dm: f64,
+) -> DMatrix<f64> {
     let mut a = DMatrix::zeros(dim, dim);
     a[(0, 0)] = 1.0;
     for j in 1..dim {
@@ -202,7 +224,12 @@ fn cone_hessian(dim: usize, mu: f64, mu_j: &[f64; 6], nn: f64, u: &[f64; 6], t: 
 mod tests {
     use super::*;
 
-    fn finite_difference_check(kinds: &[RowCost], d: &DVector<f64>, r: &DVector<f64>, jar: &DVector<f64>) {
+    fn finite_difference_check(
+        kinds: &[RowCost],
+        d: &DVector<f64>,
+        r: &DVector<f64>,
+        jar: &DVector<f64>,
+    ) {
         let e = evaluate(kinds, d, r, jar, true);
         let h = 1e-7;
         for k in 0..jar.len() {
@@ -210,8 +237,14 @@ mod tests {
             jp[k] += h;
             let mut jm = jar.clone();
             jm[k] -= h;
-            let fd = (evaluate(kinds, d, r, &jp, false).cost - evaluate(kinds, d, r, &jm, false).cost) / (2.0 * h);
-            assert!((fd + e.force[k]).abs() < 1e-6 * (1.0 + fd.abs()), "row {k}: fd {fd} vs -force {}", -e.force[k]);
+            let fd = (evaluate(kinds, d, r, &jp, false).cost
+                - evaluate(kinds, d, r, &jm, false).cost)
+                / (2.0 * h);
+            assert!(
+                (fd + e.force[k]).abs() < 1e-6 * (1.0 + fd.abs()),
+                "row {k}: fd {fd} vs -force {}",
+                -e.force[k]
+            );
         }
     }
 
@@ -224,7 +257,11 @@ mod tests {
             RowCost::FrictionLoss { eta: 0.2 },
             RowCost::Inequality,
             RowCost::Inequality,
-            RowCost::Elliptic { dim: 3, mu: 0.7, mu_j: [0.0, 0.5, 0.6, 0.0, 0.0, 0.0] },
+            RowCost::Elliptic {
+                dim: 3,
+                mu: 0.7,
+                mu_j: [0.0, 0.5, 0.6, 0.0, 0.0, 0.0],
+            },
             RowCost::BlockMember,
             RowCost::BlockMember,
         ];
@@ -242,7 +279,11 @@ mod tests {
         let d = DVector::from_vec(vec![4.0, 5.0, 6.0, 7.0]);
         let r = d.map(|x| 1.0 / x);
         let kinds = [
-            RowCost::Elliptic { dim: 4, mu: 0.8, mu_j: [0.0, 0.5, 0.6, 0.02, 0.0, 0.0] },
+            RowCost::Elliptic {
+                dim: 4,
+                mu: 0.8,
+                mu_j: [0.0, 0.5, 0.6, 0.02, 0.0, 0.0],
+            },
             RowCost::BlockMember,
             RowCost::BlockMember,
             RowCost::BlockMember,
@@ -261,7 +302,11 @@ mod tests {
             let dfm = evaluate(&kinds, &d, &r, &jm, false).force;
             for j in 0..4 {
                 let fd = -(dfp[j] - dfm[j]) / (2.0 * h);
-                assert!((fd - hc[(j, k)]).abs() < 1e-5, "H[{j},{k}] = {} vs fd {fd}", hc[(j, k)]);
+                assert!(
+                    (fd - hc[(j, k)]).abs() < 1e-5,
+                    "H[{j},{k}] = {} vs fd {fd}",
+                    hc[(j, k)]
+                );
             }
         }
     }

@@ -45,9 +45,15 @@ pub fn impedance(solimp: &[f64; 5], pos: f64, margin: f64) -> (f64, f64) {
     let (y, dy) = if p == 1.0 {
         (x, 1.0)
     } else if x <= mid {
-        (x.powf(p) / mid.powf(p - 1.0), p * x.powf(p - 1.0) / mid.powf(p - 1.0))
+        (
+            x.powf(p) / mid.powf(p - 1.0),
+            p * x.powf(p - 1.0) / mid.powf(p - 1.0),
+        )
     } else {
-        (1.0 - (1.0 - x).powf(p) / (1.0 - mid).powf(p - 1.0), p * (1.0 - x).powf(p - 1.0) / (1.0 - mid).powf(p - 1.0))
+        (
+            1.0 - (1.0 - x).powf(p) / (1.0 - mid).powf(p - 1.0),
+            p * (1.0 - x).powf(p - 1.0) / (1.0 - mid).powf(p - 1.0),
+        )
     };
     let sign = if r >= 0.0 { 1.0 } else { -1.0 };
     (d0 + y * (dmax - d0), dy * sign * (dmax - d0) / width)
@@ -62,17 +68,36 @@ pub fn impedance(solimp: &[f64; 5], pos: f64, margin: f64) -> (f64, f64) {
 /// * Mixed signs: MuJoCo warns and uses the default (0.02, 1); so does this function.
 ///
 /// `dmax = solimp[1]` (clamped), never the current d.
-pub fn reference_coefficients(solref: &[f64; 2], solimp: &[f64; 5], h: f64, refsafe: bool) -> (f64, f64) {
+pub fn reference_coefficients(
+    solref: &[f64; 2],
+    solimp: &[f64; 5],
+    h: f64,
+    refsafe: bool,
+) -> (f64, f64) {
     let dmax = clamp_solimp(solimp)[1];
     let standard = solref[0] > 0.0 && solref[1] > 0.0;
     let direct = solref[0] <= 0.0 && solref[1] <= 0.0;
-    let solref = if standard || direct { *solref } else { [0.02, 1.0] };
-    if solref[0] > 0.0 {
-        let tc = if refsafe { solref[0].max(2.0 * h) } else { solref[0] };
-        let zeta = solref[1];
-        (1.0 / (dmax * dmax * tc * tc * zeta * zeta).max(MINVAL), 2.0 / (dmax * tc).max(MINVAL))
+    let solref = if standard || direct {
+        *solref
     } else {
-        (-solref[0] / (dmax * dmax).max(MINVAL), -solref[1] / dmax.max(MINVAL))
+        [0.02, 1.0]
+    };
+    if solref[0] > 0.0 {
+        let tc = if refsafe {
+            solref[0].max(2.0 * h)
+        } else {
+            solref[0]
+        };
+        let zeta = solref[1];
+        (
+            1.0 / (dmax * dmax * tc * tc * zeta * zeta).max(MINVAL),
+            2.0 / (dmax * tc).max(MINVAL),
+        )
+    } else {
+        (
+            -solref[0] / (dmax * dmax).max(MINVAL),
+            -solref[1] / dmax.max(MINVAL),
+        )
     }
 }
 
@@ -111,14 +136,20 @@ mod tests {
     #[test]
     fn impedance_special_cases() {
         // Flat: d0 == dmax.
-        assert_eq!(impedance(&[0.8, 0.8, 0.01, 0.5, 2.0], -1.0, 0.0), (0.8, 0.0));
+        assert_eq!(
+            impedance(&[0.8, 0.8, 0.01, 0.5, 2.0], -1.0, 0.0),
+            (0.8, 0.0)
+        );
         // Width 0: the mean of d0 and dmax.
         assert_eq!(impedance(&[0.5, 0.9, 0.0, 0.5, 2.0], -1.0, 0.0).0, 0.7);
         // Power 1: linear in x.
         let (d, dp) = impedance(&[0.5, 0.9, 0.01, 0.3, 1.0], -0.004, 0.0);
         assert!((d - (0.5 + 0.4 * 0.4)).abs() < 1e-15 && (dp + 40.0).abs() < 1e-12);
         // Clamping: d0 = 0 becomes 1e-4, dmax = 1 becomes 0.9999.
-        assert_eq!(impedance(&[0.0, 1.0, 0.0, 0.5, 2.0], 0.0, 0.0).0, 0.5 * (MINIMP + MAXIMP));
+        assert_eq!(
+            impedance(&[0.0, 1.0, 0.0, 0.5, 2.0], 0.0, 0.0).0,
+            0.5 * (MINIMP + MAXIMP)
+        );
     }
 
     #[test]
@@ -128,14 +159,20 @@ mod tests {
         assert!((b - 2.0 / (0.95 * 0.02)).abs() < 1e-12);
         // refsafe raises tc to 2h = 0.05 s.
         let (k, b) = reference_coefficients(&[0.02, 1.0], &DEFAULT, 0.025, true);
-        assert!((k - 1.0 / (0.95f64.powi(2) * 0.05f64.powi(2))).abs() < 1e-9 && (b - 2.0 / (0.95 * 0.05)).abs() < 1e-12);
+        assert!(
+            (k - 1.0 / (0.95f64.powi(2) * 0.05f64.powi(2))).abs() < 1e-9
+                && (b - 2.0 / (0.95 * 0.05)).abs() < 1e-12
+        );
         let (k_off, _) = reference_coefficients(&[0.02, 1.0], &DEFAULT, 0.025, false);
         assert!((k_off - 1.0 / (0.95f64.powi(2) * 0.02f64.powi(2))).abs() < 1e-9);
         // Direct format: K = 1000 / dmax^2, B = 10 / dmax.
         let (k, b) = reference_coefficients(&[-1000.0, -10.0], &DEFAULT, 0.002, true);
         assert!((k - 1000.0 / 0.9025).abs() < 1e-9 && (b - 10.0 / 0.95).abs() < 1e-12);
         // Mixed signs fall back to (0.02, 1).
-        assert_eq!(reference_coefficients(&[0.02, -1.0], &DEFAULT, 0.002, true), reference_coefficients(&[0.02, 1.0], &DEFAULT, 0.002, true));
+        assert_eq!(
+            reference_coefficients(&[0.02, -1.0], &DEFAULT, 0.002, true),
+            reference_coefficients(&[0.02, 1.0], &DEFAULT, 0.002, true)
+        );
     }
 
     #[test]

@@ -31,7 +31,12 @@ fn is_simple_slider(model: &Model, b: usize) -> bool {
         let p = &model.bodies[body.parent];
         p.parent == 0 && p.joints.is_empty()
     };
-    let has_children = model.bodies.iter().enumerate().skip(1).any(|(i, c)| i != b && c.parent == b);
+    let has_children = model
+        .bodies
+        .iter()
+        .enumerate()
+        .skip(1)
+        .any(|(i, c)| i != b && c.parent == b);
     let axis_aligned = |a: &crate::model::Vec3| a.iter().filter(|x| **x != 0.0).count() == 1;
     parent_ok
         && !has_children
@@ -40,7 +45,9 @@ fn is_simple_slider(model: &Model, b: usize) -> bool {
         && !body.joints.is_empty()
         && body.joints.iter().all(|&j| {
             let jt = &model.joints[j];
-            jt.kind == JointKind::Slide && jt.pos == crate::model::Vec3::zeros() && axis_aligned(&jt.axis)
+            jt.kind == JointKind::Slide
+                && jt.pos == crate::model::Vec3::zeros()
+                && axis_aligned(&jt.axis)
         })
 }
 
@@ -50,7 +57,10 @@ impl InvWeights {
         let nb = model.bodies.len();
         let kin = forward_kinematics(model, &model.qpos0);
         let m = mass_matrix(model, &kin);
-        let minv = m.clone().try_inverse().unwrap_or_else(|| DMatrix::from_element(model.nv, model.nv, f64::NAN));
+        let minv = m
+            .clone()
+            .try_inverse()
+            .unwrap_or_else(|| DMatrix::from_element(model.nv, model.nv, f64::NAN));
         let mut body = vec![[0.0, 0.0]; nb];
         let mut simple = vec![false; nb];
         for b in 1..nb {
@@ -76,7 +86,9 @@ impl InvWeights {
                 }
                 continue;
             }
-            let mean = |from: usize, n: usize| (from..from + n).map(|k| minv[(k, k)]).sum::<f64>() / n as f64;
+            let mean = |from: usize, n: usize| {
+                (from..from + n).map(|k| minv[(k, k)]).sum::<f64>() / n as f64
+            };
             match j.kind {
                 JointKind::Hinge | JointKind::Slide => dof[d] = minv[(d, d)],
                 JointKind::Ball => dof[d..d + 3].fill(mean(d, 3)),

@@ -114,7 +114,8 @@ impl LineCost<'_> {
                     if radius > 0.0 {
                         let (mut xx, mut xs, mut ss) = (0.0, 0.0, 0.0);
                         for j in 0..dim {
-                            let (x, sj) = (self.jar[i + j] + alpha * self.js[i + j], self.js[i + j]);
+                            let (x, sj) =
+                                (self.jar[i + j] + alpha * self.js[i + j], self.js[i + j]);
                             xx += x * x;
                             xs += x * sj;
                             ss += sj * sj;
@@ -181,7 +182,10 @@ pub fn line_search(line: &LineCost<'_>, gtol: f64, max_evals: usize) -> SearchRe
     let p0 = eval(0.0, &mut evals);
     let mut p1 = eval(newton(&p0), &mut evals);
     if p1.d1.abs() < gtol && (p1.alpha == 0.0 || p1.dcost < 0.0) {
-        return SearchResult { alpha: p1.alpha, evals };
+        return SearchResult {
+            alpha: p1.alpha,
+            evals,
+        };
     }
     // One-sided Newton steps until the derivative changes sign.
     let dir = if p1.d1 < 0.0 { 1.0 } else { -1.0 };
@@ -190,11 +194,17 @@ pub fn line_search(line: &LineCost<'_>, gtol: f64, max_evals: usize) -> SearchRe
         p2 = p1;
         p1 = eval(newton(&p1), &mut evals);
         if p1.d1.abs() < gtol && p1.dcost < 0.0 {
-            return SearchResult { alpha: p1.alpha, evals };
+            return SearchResult {
+                alpha: p1.alpha,
+                evals,
+            };
         }
     }
     if evals >= max_evals {
-        return SearchResult { alpha: p1.alpha, evals };
+        return SearchResult {
+            alpha: p1.alpha,
+            evals,
+        };
     }
     // Bracketed search between p1 and p2.
     let mut p1next = eval(newton(&p1), &mut evals);
@@ -202,9 +212,15 @@ pub fn line_search(line: &LineCost<'_>, gtol: f64, max_evals: usize) -> SearchRe
     while evals < max_evals {
         let pmid = eval(0.5 * (p1.alpha + p2.alpha), &mut evals);
         let candidates = [p1next, p2next, pmid];
-        let best = candidates.iter().filter(|c| c.d1.abs() < gtol).min_by(|a, b| a.dcost.total_cmp(&b.dcost));
+        let best = candidates
+            .iter()
+            .filter(|c| c.d1.abs() < gtol)
+            .min_by(|a, b| a.dcost.total_cmp(&b.dcost));
         if let Some(b) = best {
-            return SearchResult { alpha: b.alpha, evals };
+            return SearchResult {
+                alpha: b.alpha,
+                evals,
+            };
         }
         let changed1 = update_bracket(&mut p1, &candidates);
         if changed1 {
@@ -215,12 +231,21 @@ pub fn line_search(line: &LineCost<'_>, gtol: f64, max_evals: usize) -> SearchRe
             p2next = eval(newton(&p2), &mut evals);
         }
         if !changed1 && !changed2 {
-            return SearchResult { alpha: pmid.alpha, evals };
+            return SearchResult {
+                alpha: pmid.alpha,
+                evals,
+            };
         }
     }
     // Budget exhausted: the bracket end with the lower negative Δcost, else no step.
-    let best = [p1, p2].into_iter().filter(|p| p.dcost < 0.0).min_by(|a, b| a.dcost.total_cmp(&b.dcost));
-    SearchResult { alpha: best.map_or(0.0, |p| p.alpha), evals }
+    let best = [p1, p2]
+        .into_iter()
+        .filter(|p| p.dcost < 0.0)
+        .min_by(|a, b| a.dcost.total_cmp(&b.dcost));
+    SearchResult {
+        alpha: best.map_or(0.0, |p| p.alpha),
+        evals,
+    }
 }
 
 /// Narrow a bracket end towards the minimum: replace `p` by a candidate on the same side of the
@@ -266,9 +291,22 @@ mod tests {
             let kinds = vec![
                 RowCost::Inequality,
                 RowCost::Inequality,
-                RowCost::FrictionLoss { eta: rng.random_range(0.05..1.0) },
+                RowCost::FrictionLoss {
+                    eta: rng.random_range(0.05..1.0),
+                },
                 RowCost::Equality,
-                RowCost::Elliptic { dim: 3, mu: rng.random_range(0.2..1.0), mu_j: [0.0, rng.random_range(0.2..1.0), rng.random_range(0.2..1.0), 0.0, 0.0, 0.0] },
+                RowCost::Elliptic {
+                    dim: 3,
+                    mu: rng.random_range(0.2..1.0),
+                    mu_j: [
+                        0.0,
+                        rng.random_range(0.2..1.0),
+                        rng.random_range(0.2..1.0),
+                        0.0,
+                        0.0,
+                        0.0,
+                    ],
+                },
                 RowCost::BlockMember,
                 RowCost::BlockMember,
             ];
@@ -286,12 +324,24 @@ mod tests {
             let js = DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0));
             let q2 = rng.random_range(0.1..2.0);
             let q1 = rng.random_range(-2.0..2.0);
-            let line = LineCost { kinds: &kinds, d: &d, r: &r, jar: &jar, js: &js, q1, q2 };
+            let line = LineCost {
+                kinds: &kinds,
+                d: &d,
+                r: &r,
+                jar: &jar,
+                js: &js,
+                q1,
+                q2,
+            };
             let res = line_search(&line, 1e-12, 100);
             let dense = dense_minimum(&line, -50.0, 50.0);
             let c0 = line.cost0();
             let (fa, fd) = (line.eval(res.alpha, c0).dcost, line.eval(dense, c0).dcost);
-            assert!((res.alpha - dense).abs() < 1e-6 * (1.0 + dense.abs()), "trial {trial}: alpha {} vs dense {dense} (cost {fa} vs {fd})", res.alpha);
+            assert!(
+                (res.alpha - dense).abs() < 1e-6 * (1.0 + dense.abs()),
+                "trial {trial}: alpha {} vs dense {dense} (cost {fa} vs {fd})",
+                res.alpha
+            );
             assert!(fa <= fd + 1e-12, "trial {trial}");
         }
     }

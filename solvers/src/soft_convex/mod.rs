@@ -32,7 +32,10 @@ use serde::{Deserialize, Serialize};
 use crate::actuation::actuator_forces;
 use crate::collision::detect;
 use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
-use crate::formulation::{parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc, StepReport};
+use crate::formulation::{
+    parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc,
+    StepReport,
+};
 use crate::kinematics::forward_kinematics;
 use crate::model::{Cone, Integrator, Model, SolverKind, State};
 use invweight::InvWeights;
@@ -109,19 +112,84 @@ impl SoftConvexParams {
 
 /// Parameter documentation, in the order of [`SoftConvexParams`].
 pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "cone", default: "model", unit: "-", doc: "friction cone: pyramidal or elliptic (default: the model's option, pyramidal)" },
-    ParamDoc { name: "solver", default: "model", unit: "-", doc: "primal solver: newton or cg (default: the model's option, newton)" },
-    ParamDoc { name: "iterations", default: "model", unit: "-", doc: "maximum solver iterations (MuJoCo default 100)" },
-    ParamDoc { name: "tolerance", default: "model", unit: "-", doc: "solver tolerance on scaled improvement and gradient (1e-8)" },
-    ParamDoc { name: "ls_iterations", default: "model", unit: "-", doc: "maximum line-search evaluations (50)" },
-    ParamDoc { name: "ls_tolerance", default: "model", unit: "-", doc: "line-search tolerance relative to tolerance (0.01)" },
-    ParamDoc { name: "impratio", default: "model", unit: "-", doc: "frictional-to-normal impedance ratio (1)" },
-    ParamDoc { name: "warmstart", default: "model", unit: "-", doc: "warm-start from the previous accelerations (true)" },
-    ParamDoc { name: "refsafe", default: "model", unit: "-", doc: "raise solref time constants to at least 2 h (true)" },
-    ParamDoc { name: "integrator", default: "model", unit: "-", doc: "integrator: euler (semi-implicit, implicit joint damping)" },
-    ParamDoc { name: "physical_contact", default: "false", unit: "-", doc: "map the geoms' penalty ke/kd to a direct-format solref per contact" },
-    ParamDoc { name: "ke", default: "material", unit: "N/m", doc: "physical contact stiffness (implies physical_contact)" },
-    ParamDoc { name: "kd", default: "material", unit: "N s/m", doc: "physical contact damping (implies physical_contact)" },
+    ParamDoc {
+        name: "cone",
+        default: "model",
+        unit: "-",
+        doc: "friction cone: pyramidal or elliptic (default: the model's option, pyramidal)",
+    },
+    ParamDoc {
+        name: "solver",
+        default: "model",
+        unit: "-",
+        doc: "primal solver: newton or cg (default: the model's option, newton)",
+    },
+    ParamDoc {
+        name: "iterations",
+        default: "model",
+        unit: "-",
+        doc: "maximum solver iterations (MuJoCo default 100)",
+    },
+    ParamDoc {
+        name: "tolerance",
+        default: "model",
+        unit: "-",
+        doc: "solver tolerance on scaled improvement and gradient (1e-8)",
+    },
+    ParamDoc {
+        name: "ls_iterations",
+        default: "model",
+        unit: "-",
+        doc: "maximum line-search evaluations (50)",
+    },
+    ParamDoc {
+        name: "ls_tolerance",
+        default: "model",
+        unit: "-",
+        doc: "line-search tolerance relative to tolerance (0.01)",
+    },
+    ParamDoc {
+        name: "impratio",
+        default: "model",
+        unit: "-",
+        doc: "frictional-to-normal impedance ratio (1)",
+    },
+    ParamDoc {
+        name: "warmstart",
+        default: "model",
+        unit: "-",
+        doc: "warm-start from the previous accelerations (true)",
+    },
+    ParamDoc {
+        name: "refsafe",
+        default: "model",
+        unit: "-",
+        doc: "raise solref time constants to at least 2 h (true)",
+    },
+    ParamDoc {
+        name: "integrator",
+        default: "model",
+        unit: "-",
+        doc: "integrator: euler (semi-implicit, implicit joint damping)",
+    },
+    ParamDoc {
+        name: "physical_contact",
+        default: "false",
+        unit: "-",
+        doc: "map the geoms' penalty ke/kd to a direct-format solref per contact",
+    },
+    ParamDoc {
+        name: "ke",
+        default: "material",
+        unit: "N/m",
+        doc: "physical contact stiffness (implies physical_contact)",
+    },
+    ParamDoc {
+        name: "kd",
+        default: "material",
+        unit: "N s/m",
+        doc: "physical contact damping (implies physical_contact)",
+    },
 ];
 
 /// Registry entry.
@@ -162,8 +230,14 @@ impl SoftConvex {
     /// # Errors
     /// Non-positive tolerance, impratio or iteration counts.
     pub fn new(params: SoftConvexParams) -> Result<Self, FormulationError> {
-        let bad = |m: String| FormulationError::BadParams { name: "soft_convex".into(), message: m };
-        let positive = [("impratio", params.impratio), ("ls_tolerance", params.ls_tolerance)];
+        let bad = |m: String| FormulationError::BadParams {
+            name: "soft_convex".into(),
+            message: m,
+        };
+        let positive = [
+            ("impratio", params.impratio),
+            ("ls_tolerance", params.ls_tolerance),
+        ];
         for (what, v) in positive {
             if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0) {
@@ -171,7 +245,11 @@ impl SoftConvex {
                 }
             }
         }
-        for (what, v) in [("tolerance", params.tolerance), ("ke", params.ke), ("kd", params.kd)] {
+        for (what, v) in [
+            ("tolerance", params.tolerance),
+            ("ke", params.ke),
+            ("kd", params.kd),
+        ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(bad(format!("{what} = {v} must be finite and >= 0")));
@@ -185,9 +263,16 @@ impl SoftConvex {
             return Err(bad("solver pgs is not implemented; use newton or cg".into()));
         }
         if params.integrator.is_some_and(|i| i != Integrator::Euler) {
-            return Err(bad(format!("integrator {:?} is not implemented; use euler", params.integrator.unwrap())));
+            return Err(bad(format!(
+                "integrator {:?} is not implemented; use euler",
+                params.integrator.unwrap()
+            )));
         }
-        Ok(Self { params, warm: None, inv: None })
+        Ok(Self {
+            params,
+            warm: None,
+            inv: None,
+        })
     }
 
     /// Forget the warm start (MuJoCo's `mj_resetData` sets qacc_warmstart = 0).
@@ -195,39 +280,58 @@ impl SoftConvex {
         self.warm = None;
     }
 
-    fn inv_weights(&mut self, model: &Model) -> InvWeights {
-        match &self.inv {
-            Some((nq, nb, w)) if *nq == model.nq && *nb == model.bodies.len() && w.dof.len() == model.nv => w.clone(),
-            _ => {
-                let w = InvWeights::new(model);
-                self.inv = Some((model.nq, model.bodies.len(), w.clone()));
-                w
-            }
+    /// Compute the inverse weights at qpos0 once per model (recomputed only if the model's
+    /// sizes change); the step then borrows them without copying.
+    fn ensure_inv_weights(&mut self, model: &Model) {
+        let fresh = matches!(&self.inv, Some((nq, nb, w)) if *nq == model.nq && *nb == model.bodies.len() && w.dof.len() == model.nv);
+        if !fresh {
+            self.inv = Some((model.nq, model.bodies.len(), InvWeights::new(model)));
         }
     }
 
     /// One step, returning the report and the step's rows and forces.
-    pub fn step_detail(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> (StepReport, Option<StepDetail>) {
+    pub fn step_detail(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        u: &[f64],
+        h: f64,
+    ) -> (StepReport, Option<StepDetail>) {
         self.step_with(model, state, u, h, Resolution::Convex)
     }
 
     /// One step under the given contact resolution: MuJoCo's convex model, or Genesis'
     /// signorini resolution (spec §B), which [`crate::signorini`] builds on this pipeline.
-    pub fn step_with(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64, resolution: Resolution) -> (StepReport, Option<StepDetail>) {
+    pub fn step_with(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        u: &[f64],
+        h: f64,
+        resolution: Resolution,
+    ) -> (StepReport, Option<StepDetail>) {
         if !state.is_finite() {
-            return (StepReport::explicit(Vec::new()).check_divergence(state), None);
+            return (
+                StepReport::explicit(Vec::new()).check_divergence(state),
+                None,
+            );
         }
         let p = self.params.resolve(&model.options);
         if p.solver == SolverKind::Pgs || p.integrator != Integrator::Euler {
             // The model asks for what this formulation does not implement: say so in every
             // report rather than silently substituting another method.
-            let what = if p.solver == SolverKind::Pgs { "solver pgs" } else { "an integrator other than euler" };
+            let what = if p.solver == SolverKind::Pgs {
+                "solver pgs"
+            } else {
+                "an integrator other than euler"
+            };
             let r = StepReport { diverged: Some(format!("soft_convex: the model's options ask for {what}, which is not implemented; set it in the formulation's parameters")), ..StepReport::default() };
             return (r, None);
         }
         let kin = forward_kinematics(model, &state.q);
         let m = mass_matrix(model, &kin);
-        let mut f_s = passive_forces(model, &state.q, &state.v) + actuator_forces(model, &state.q, &state.v, u)
+        let mut f_s = passive_forces(model, &state.q, &state.v)
+            + actuator_forces(model, &state.q, &state.v, u)
             - bias_forces(model, &kin, &state.v);
         if model.options.disable.gravity {
             // Remove gravity's generalized force (inverse dynamics at rest, zero acceleration).
@@ -235,16 +339,35 @@ impl SoftConvex {
             f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
         }
         let Some(mchol) = m.clone().cholesky() else {
-            let r = StepReport { diverged: Some(format!("mass matrix not positive definite at t = {:.6} s", state.t)), ..StepReport::default() };
+            let r = StepReport {
+                diverged: Some(format!(
+                    "mass matrix not positive definite at t = {:.6} s",
+                    state.t
+                )),
+                ..StepReport::default()
+            };
             return (r, None);
         };
         let a0 = mchol.solve(&f_s);
-        let contacts = if model.options.disable.contact { Vec::new() } else { detect(model, &kin) };
-        let inv = self.inv_weights(model);
+        let contacts = if model.options.disable.contact {
+            Vec::new()
+        } else {
+            detect(model, &kin)
+        };
+        self.ensure_inv_weights(model);
+        let inv = &self.inv.as_ref().expect("set just above").2;
         let sp = &self.params;
-        let physical = (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
-        let settings = RowSettings { cone: p.cone, impratio: p.impratio, h, refsafe: p.refsafe, physical, disable: model.options.disable };
-        let mut rows = assemble(model, &kin, &state.q, &state.v, &contacts, &inv, &settings);
+        let physical =
+            (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
+        let settings = RowSettings {
+            cone: p.cone,
+            impratio: p.impratio,
+            h,
+            refsafe: p.refsafe,
+            physical,
+            disable: model.options.disable,
+        };
+        let mut rows = assemble(model, &kin, &state.q, &state.v, &contacts, inv, &settings);
         let signorini = match resolution {
             Resolution::Convex => None,
             Resolution::Signorini { latch } => Some(signorini_blocks(&mut rows, p.impratio, latch)),
@@ -254,31 +377,62 @@ impl SoftConvex {
             (a0.clone(), DVector::zeros(0), 0, 0.0, true)
         } else {
             let scale = island_scale(model, &m, &rows.j);
-            let problem = Problem { m: &m, f_s: &f_s, a0: &a0, rows: &rows, scale, signorini: signorini.as_ref() };
+            let problem = Problem {
+                m: &m,
+                f_s: &f_s,
+                a0: &a0,
+                rows: &rows,
+                scale,
+                signorini: signorini.as_ref(),
+            };
             let start = match (&self.warm, p.warmstart) {
                 // Genesis' signorini always starts from the previous accelerations (spec §B).
-                (Some(w), true) if w.len() == model.nv && w.iter().all(|x| x.is_finite()) && signorini.is_some() => w.clone(),
+                (Some(w), true)
+                    if w.len() == model.nv
+                        && w.iter().all(|x| x.is_finite())
+                        && signorini.is_some() =>
+                {
+                    w.clone()
+                }
                 (Some(w), true) if w.len() == model.nv && w.iter().all(|x| x.is_finite()) => {
-                    if problem.cost(w) > problem.cost(&a0) { a0.clone() } else { w.clone() }
+                    if problem.cost(w) > problem.cost(&a0) {
+                        a0.clone()
+                    } else {
+                        w.clone()
+                    }
                 }
                 _ => a0.clone(),
             };
-            let sol = solve(&problem, start, &SolverSettings {
-                kind: p.solver,
-                iterations: p.iterations,
-                tolerance: p.tolerance,
-                ls_iterations: p.ls_iterations,
-                ls_tolerance: p.ls_tolerance,
-            });
-            (sol.qacc, sol.force, sol.iterations, sol.gradient, sol.converged)
+            let sol = solve(
+                &problem,
+                start,
+                &SolverSettings {
+                    kind: p.solver,
+                    iterations: p.iterations,
+                    tolerance: p.tolerance,
+                    ls_iterations: p.ls_iterations,
+                    ls_tolerance: p.ls_tolerance,
+                },
+            );
+            (
+                sol.qacc,
+                sol.force,
+                sol.iterations,
+                sol.gradient,
+                sol.converged,
+            )
         };
 
         // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp).
-        let damping = DVector::from_iterator(model.nv, (0..model.nv).map(|d| model.joints[model.dof_joint[d]].damping));
+        let damping = DVector::from_iterator(
+            model.nv,
+            (0..model.nv).map(|d| model.joints[model.dof_joint[d]].damping),
+        );
         let a_int = if damping.iter().any(|&b| b > 0.0) {
             let qfrc_constraint = rows.j.transpose() * &force;
             let mh = &m + DMatrix::from_diagonal(&(damping * h));
-            mh.cholesky().map_or_else(|| qacc.clone(), |c| c.solve(&(&f_s + qfrc_constraint)))
+            mh.cholesky()
+                .map_or_else(|| qacc.clone(), |c| c.solve(&(&f_s + qfrc_constraint)))
         } else {
             qacc.clone()
         };
@@ -289,7 +443,14 @@ impl SoftConvex {
         self.warm = Some(qacc.clone());
 
         let records = contact_records(&rows, &force, &v_new, h);
-        let report = StepReport { iterations, residual: gradient, converged, diverged: None, contacts: records }.check_divergence(state);
+        let report = StepReport {
+            iterations,
+            residual: gradient,
+            converged,
+            diverged: None,
+            contacts: records,
+        }
+        .check_divergence(state);
         (report, Some(StepDetail { rows, qacc, force }))
     }
 }
@@ -321,14 +482,22 @@ fn signorini_blocks(rows: &mut Rows, impratio: f64, latch: bool) -> Signorini {
             rows.d[n + k] = 1.0 / r1;
         }
         // Blocks: (first row offset, size, coefficient).
-        let spans: &[(usize, usize, f64)] = &[(1, 2, b.friction[0]), (3, 1, b.friction[2]), (4, 2, b.friction[3])];
+        let spans: &[(usize, usize, f64)] = &[
+            (1, 2, b.friction[0]),
+            (3, 1, b.friction[2]),
+            (4, 2, b.friction[3]),
+        ];
         for &(off, dim, mu) in spans {
             if off + dim <= b.dim {
                 rows.kinds[n + off] = cost::RowCost::Disc { dim, radius: 0.0 };
                 for j in 1..dim {
                     rows.kinds[n + off + j] = cost::RowCost::BlockMember;
                 }
-                blocks.push(DiscBlock { normal: n, first: n + off, mu });
+                blocks.push(DiscBlock {
+                    normal: n,
+                    first: n + off,
+                    mu,
+                });
             }
         }
     }
@@ -349,20 +518,31 @@ fn island_scale(model: &Model, m: &DMatrix<f64>, j: &DMatrix<f64>) -> f64 {
             touched[root(model.dof_body[d])] = true;
         }
     }
-    let sum: f64 = (0..model.nv).filter(|&d| touched[root(model.dof_body[d])]).map(|d| m[(d, d)]).sum();
+    let sum: f64 = (0..model.nv)
+        .filter(|&d| touched[root(model.dof_body[d])])
+        .map(|d| m[(d, d)])
+        .sum();
     1.0 / sum.max(impedance::MINVAL)
 }
 
 /// Contact records: forces in the contact frame (pyramid edges combined as MuJoCo's
 /// `mj_contactForce`), impulse = h·force, velocity after the step.
-fn contact_records(rows: &Rows, force: &DVector<f64>, v: &DVector<f64>, h: f64) -> Vec<ContactRecord> {
+fn contact_records(
+    rows: &Rows,
+    force: &DVector<f64>,
+    v: &DVector<f64>,
+    h: f64,
+) -> Vec<ContactRecord> {
     rows.contacts
         .iter()
         .map(|b| {
             let mut f = Vector3::zeros();
             if b.pyramidal {
                 for k in 1..b.dim {
-                    let (fp, fm) = (force[b.first + 2 * (k - 1)], force[b.first + 2 * (k - 1) + 1]);
+                    let (fp, fm) = (
+                        force[b.first + 2 * (k - 1)],
+                        force[b.first + 2 * (k - 1) + 1],
+                    );
                     f[0] += fp + fm;
                     if k < 3 {
                         f[k] = b.friction[k - 1] * (fp - fm);

@@ -135,7 +135,14 @@ struct Row {
 }
 
 impl Row {
-    fn plain(c: ConstraintRow, margin: f64, diag_approx: f64, kind: RowCost, solref: [f64; 2], solimp: [f64; 5]) -> Self {
+    fn plain(
+        c: ConstraintRow,
+        margin: f64,
+        diag_approx: f64,
+        kind: RowCost,
+        solref: [f64; 2],
+        solimp: [f64; 5],
+    ) -> Self {
         Row {
             vel: c.vel,
             pos: c.pos,
@@ -166,7 +173,15 @@ fn equality_diag(model: &Model, inv: &InvWeights, id: usize, component: usize) -
 }
 
 /// Assemble every row at the kinematics `kin`, velocities `v`, with the contacts `contacts`.
-pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f64>, contacts: &[Contact], inv: &InvWeights, s: &RowSettings) -> Rows {
+pub fn assemble(
+    model: &Model,
+    kin: &Kinematics,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    contacts: &[Contact],
+    inv: &InvWeights,
+    s: &RowSettings,
+) -> Rows {
     let mut rows: Vec<Row> = Vec::new();
     let base = model_rows(model, kin, q, v, 0.0);
     // Equality impedance uses the norm of the constraint's residual vector.
@@ -196,13 +211,29 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
             }
             RowKind::FrictionLoss { dof } => {
                 let j = &model.joints[model.dof_joint[dof]];
-                let mut row = Row::plain(r, 0.0, inv.dof[dof], RowCost::FrictionLoss { eta: j.frictionloss }, j.solref_friction, j.solimp_friction);
+                let mut row = Row::plain(
+                    r,
+                    0.0,
+                    inv.dof[dof],
+                    RowCost::FrictionLoss {
+                        eta: j.frictionloss,
+                    },
+                    j.solref_friction,
+                    j.solimp_friction,
+                );
                 row.no_stiffness = true;
                 row
             }
             RowKind::JointLimit { joint, .. } => {
                 let j = &model.joints[joint];
-                Row::plain(r, j.margin, inv.dof[j.dof_adr], RowCost::Inequality, j.solref_limit, j.solimp_limit)
+                Row::plain(
+                    r,
+                    j.margin,
+                    inv.dof[j.dof_adr],
+                    RowCost::Inequality,
+                    j.solref_limit,
+                    j.solimp_limit,
+                )
             }
             RowKind::Contact { .. } => unreachable!("model_rows emits no contact rows"),
         };
@@ -212,7 +243,14 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
     // Contacts (with rows) sharing each body pair: they act in parallel on the same effective
     // mass, which the physical mapping's damping ratio accounts for.
     let pair_count = |bodies: [usize; 2]| {
-        contacts.iter().filter(|o| o.gap < o.material.margin && (o.bodies == bodies || o.bodies == [bodies[1], bodies[0]])).count().max(1)
+        contacts
+            .iter()
+            .filter(|o| {
+                o.gap < o.material.margin
+                    && (o.bodies == bodies || o.bodies == [bodies[1], bodies[0]])
+            })
+            .count()
+            .max(1)
     };
     let mut blocks = Vec::new();
     for (ci, c) in contacts.iter().enumerate() {
@@ -226,7 +264,9 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
         for f in &mut friction {
             *f = f.max(MINMU);
         }
-        let frame_rows = contact_rows(model, kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, m.condim);
+        let frame_rows = contact_rows(
+            model, kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, m.condim,
+        );
         let jf = DMatrix::from_fn(dim, model.nv, |i, k| frame_rows[i].jac[k]);
         let tran = inv.body[c.bodies[0]][0] + inv.body[c.bodies[1]][0];
         let rot = inv.body[c.bodies[0]][1] + inv.body[c.bodies[1]][1];
@@ -248,12 +288,20 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
             Some((ke, kd)) => {
                 let r_eff = if pyramidal {
                     let mu_reg2 = friction[0] * friction[0] / s.impratio.max(MINVAL);
-                    2.0 * mu_reg2 * regularizer(d_normal, tran * (1.0 + friction[0] * friction[0])) / (2.0 * (dim - 1) as f64)
+                    2.0 * mu_reg2 * regularizer(d_normal, tran * (1.0 + friction[0] * friction[0]))
+                        / (2.0 * (dim - 1) as f64)
                 } else {
                     regularizer(d_normal, tran)
                 };
                 let dmax = solimp[1];
-                physical_solref(ke.unwrap_or(m.ke), kd.unwrap_or(m.kd), d_normal, dmax, r_eff, tran * pair_count(c.bodies) as f64)
+                physical_solref(
+                    ke.unwrap_or(m.ke),
+                    kd.unwrap_or(m.kd),
+                    d_normal,
+                    dmax,
+                    r_eff,
+                    tran * pair_count(c.bodies) as f64,
+                )
             }
         };
         let mk = |jac: DVector<f64>, pos: f64, margin: f64, diag: f64, kind: RowCost| Row {
@@ -270,7 +318,13 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
             r_override: None,
         };
         if dim == 1 {
-            rows.push(mk(jf.row(0).transpose(), c.gap, include_margin, tran, RowCost::Inequality));
+            rows.push(mk(
+                jf.row(0).transpose(),
+                c.gap,
+                include_margin,
+                tran,
+                RowCost::Inequality,
+            ));
         } else if pyramidal {
             let r0 = regularizer(d_normal, tran * (1.0 + friction[0] * friction[0]));
             let mu_reg = friction[0] / s.impratio.max(MINVAL).sqrt();
@@ -296,14 +350,23 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
             for j in 0..dim {
                 let da = if j < 3 { tran } else { rot };
                 let (kind, pos, margin) = if j == 0 {
-                    (RowCost::Elliptic { dim, mu: mu_reg, mu_j }, c.gap, include_margin)
+                    (
+                        RowCost::Elliptic {
+                            dim,
+                            mu: mu_reg,
+                            mu_j,
+                        },
+                        c.gap,
+                        include_margin,
+                    )
                 } else {
                     (RowCost::BlockMember, 0.0, 0.0)
                 };
                 let mut row = mk(jf.row(j).transpose(), pos, margin, da, kind);
                 if j > 0 {
                     row.no_stiffness = true;
-                    row.r_override = Some(r1 * friction[0] * friction[0] / (friction[j - 1] * friction[j - 1]));
+                    row.r_override =
+                        Some(r1 * friction[0] * friction[0] / (friction[j - 1] * friction[j - 1]));
                 }
                 rows.push(row);
             }
@@ -335,7 +398,9 @@ pub fn assemble(model: &Model, kin: &Kinematics, q: &DVector<f64>, v: &DVector<f
         let (d, _) = impedance(&row.solimp, row.imp_at.0, row.imp_at.1);
         let (k, b) = reference_coefficients(&row.solref, &row.solimp, s.h, s.refsafe);
         let k = if row.no_stiffness { 0.0 } else { k };
-        let r = row.r_override.unwrap_or_else(|| regularizer(d, row.diag_approx));
+        let r = row
+            .r_override
+            .unwrap_or_else(|| regularizer(d, row.diag_approx));
         out.imp[i] = d;
         out.r[i] = r;
         out.d[i] = 1.0 / r;
@@ -357,7 +422,13 @@ mod tests {
     #[test]
     fn limit_row_impedance_regularizer_and_aref_by_hand() {
         let mut parts = ModelParts::default();
-        parts.bodies.push(Body::new("slider", 0, Vec3::zeros(), 2.0, Vec3::repeat(0.01)));
+        parts.bodies.push(Body::new(
+            "slider",
+            0,
+            Vec3::zeros(),
+            2.0,
+            Vec3::repeat(0.01),
+        ));
         let mut j = Joint::new("x", JointKind::Slide, 1);
         j.axis = Vec3::x();
         j.range = Some((-0.1, 0.1));
@@ -370,7 +441,14 @@ mod tests {
         let kin = forward_kinematics(&model, &q);
         let inv = InvWeights::new(&model);
         let h = 0.002;
-        let s = RowSettings { cone: Cone::Pyramidal, impratio: 1.0, h, refsafe: true, physical: None, disable: Default::default() };
+        let s = RowSettings {
+            cone: Cone::Pyramidal,
+            impratio: 1.0,
+            h,
+            refsafe: true,
+            physical: None,
+            disable: Default::default(),
+        };
         let rows = assemble(&model, &kin, &q, &v, &[], &inv, &s);
         assert_eq!(rows.kinds.len(), 1);
         // Upper side: dist = hi − q = −0.005, J = −1, vel = −0.3.
@@ -380,11 +458,18 @@ mod tests {
         // body_simple slider: dof_invweight0 = 1/m = 0.5; R = (1 − d)/d · 0.5.
         let r = (1.0 - d) / d * 0.5;
         // K = 1/(dmax² tc² ζ²), B = 2/(dmax tc), tc = max(0.05, 2h) = 0.05.
-        let (k, b) = (1.0 / (0.95f64.powi(2) * 0.05f64.powi(2) * 0.49), 2.0 / (0.95 * 0.05));
+        let (k, b) = (
+            1.0 / (0.95f64.powi(2) * 0.05f64.powi(2) * 0.49),
+            2.0 / (0.95 * 0.05),
+        );
         let aref = -b * vel - k * d * dist;
         assert!((rows.imp[0] - d).abs() < 1e-15, "d {}", rows.imp[0]);
         assert!((rows.r[0] - r).abs() < 1e-15, "R {}", rows.r[0]);
-        assert!((rows.aref[0] - aref).abs() < 1e-10 * aref.abs(), "aref {} vs {aref}", rows.aref[0]);
+        assert!(
+            (rows.aref[0] - aref).abs() < 1e-10 * aref.abs(),
+            "aref {} vs {aref}",
+            rows.aref[0]
+        );
         assert!((rows.j[(0, 0)] + 1.0).abs() < 1e-15);
     }
 }

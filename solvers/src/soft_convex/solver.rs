@@ -97,7 +97,12 @@ impl Problem<'_> {
         0.5 * (ma - self.f_s).dot(&(a - self.a0))
     }
 
-    fn iterate(&self, a: DVector<f64>, want_hessian: bool, latch: &mut Option<Vec<(f64, f64)>>) -> Iterate {
+    fn iterate(
+        &self,
+        a: DVector<f64>,
+        want_hessian: bool,
+        latch: &mut Option<Vec<(f64, f64)>>,
+    ) -> Iterate {
         let ma = self.m * &a;
         let jar = &self.rows.j * &a - &self.rows.aref;
         let kinds = match self.signorini {
@@ -111,18 +116,30 @@ impl Problem<'_> {
                         Some(state) if sig.latch => {
                             let (value, prev_gap) = state[k];
                             let gap = f_n - value;
-                            let step = if gap * prev_gap < 0.0 && gap.abs() >= prev_gap.abs() { 0.5 * gap } else { gap };
+                            let step = if gap * prev_gap < 0.0 && gap.abs() >= prev_gap.abs() {
+                                0.5 * gap
+                            } else {
+                                gap
+                            };
                             state[k] = (value + step, gap);
                             value + step
                         }
                         _ => f_n,
                     };
                     if let RowCost::Disc { dim, .. } = kinds[b.first] {
-                        kinds[b.first] = RowCost::Disc { dim, radius: b.mu * f_used };
+                        kinds[b.first] = RowCost::Disc {
+                            dim,
+                            radius: b.mu * f_used,
+                        };
                     }
                 }
                 if sig.latch && latch.is_none() {
-                    *latch = Some(sig.blocks.iter().map(|b| ((-self.rows.d[b.normal] * jar[b.normal]).max(0.0), 0.0)).collect());
+                    *latch = Some(
+                        sig.blocks
+                            .iter()
+                            .map(|b| ((-self.rows.d[b.normal] * jar[b.normal]).max(0.0), 0.0))
+                            .collect(),
+                    );
                 }
                 kinds
             }
@@ -130,7 +147,15 @@ impl Problem<'_> {
         let eval = evaluate(&kinds, &self.rows.d, &self.rows.r, &jar, want_hessian);
         let cost = self.gauss(&a, &ma) + eval.cost;
         let grad = &ma - self.f_s - self.rows.j.transpose() * &eval.force;
-        Iterate { kinds, a, ma, jar, eval, cost, grad }
+        Iterate {
+            kinds,
+            a,
+            ma,
+            jar,
+            eval,
+            cost,
+            grad,
+        }
     }
 
     /// Total cost at `a` (used by the warm-start comparison).
@@ -174,7 +199,10 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
 
     // Certificate (3.11+): the start point is already optimal. (Signorini: its own exit test.)
     let mg = minv_apply(&it.grad);
-    if !signorini && (0.5 * p.scale * it.grad.dot(&mg)).max(0.0) < s.tolerance && (!newton || gnorm(&it) < s.tolerance) {
+    if !signorini
+        && (0.5 * p.scale * it.grad.dot(&mg)).max(0.0) < s.tolerance
+        && (!newton || gnorm(&it) < s.tolerance)
+    {
         return finish(it, 0, gnorm, true);
     }
     let precond = |it: &Iterate| -> DVector<f64> {
@@ -228,7 +256,9 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
             // the island's mass trace, below the tolerance; a stalled improvement is not an exit.
             gradient < s.tolerance && decrement < s.tolerance
         } else {
-            (improvement > 0.0 && improvement < s.tolerance) || gradient < s.tolerance || (newton && decrement < s.tolerance)
+            (improvement > 0.0 && improvement < s.tolerance)
+                || gradient < s.tolerance
+                || (newton && decrement < s.tolerance)
         };
         if stop {
             converged = true;
@@ -254,7 +284,18 @@ pub fn solve(p: &Problem<'_>, start: DVector<f64>, s: &SolverSettings) -> Soluti
     finish(it, iter, gnorm, converged)
 }
 
-fn finish(it: Iterate, iterations: usize, gnorm: impl Fn(&Iterate) -> f64, converged: bool) -> Solution {
+fn finish(
+    it: Iterate,
+    iterations: usize,
+    gnorm: impl Fn(&Iterate) -> f64,
+    converged: bool,
+) -> Solution {
     let gradient = gnorm(&it);
-    Solution { qacc: it.a, force: it.eval.force, iterations, gradient, converged }
+    Solution {
+        qacc: it.a,
+        force: it.eval.force,
+        iterations,
+        gradient,
+        converged,
+    }
 }

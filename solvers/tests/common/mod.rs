@@ -17,8 +17,16 @@ pub fn quat(axis: [f64; 3], angle: f64) -> Quat {
 
 pub fn random_quat(r: &mut ChaCha8Rng) -> Quat {
     // Uniform on SO(3) is not needed; a random axis and angle in [0, π] is enough.
-    let axis = Vec3::new(r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0));
-    let axis = if axis.norm() < 1e-3 { Vec3::x() } else { axis.normalize() };
+    let axis = Vec3::new(
+        r.random_range(-1.0..1.0),
+        r.random_range(-1.0..1.0),
+        r.random_range(-1.0..1.0),
+    );
+    let axis = if axis.norm() < 1e-3 {
+        Vec3::x()
+    } else {
+        axis.normalize()
+    };
     UnitQuaternion::from_scaled_axis(axis * r.random_range(0.0..std::f64::consts::PI))
 }
 
@@ -30,7 +38,10 @@ fn body(name: &str, parent: usize, pos: [f64; 3], mass: f64, inertia: [f64; 3]) 
 /// hanging from link 1; with `free_base` the chain hangs from a free-floating base body.
 /// Joints are deliberately listed out of body order (Model::new sorts them).
 pub fn chain(free_base: bool) -> Model {
-    let mut parts = ModelParts { name: "chain".into(), ..Default::default() };
+    let mut parts = ModelParts {
+        name: "chain".into(),
+        ..Default::default()
+    };
     let off = usize::from(free_base);
     if free_base {
         let mut b = body("base", 0, [0.1, -0.2, 0.8], 2.0, [0.05, 0.07, 0.09]);
@@ -43,15 +54,33 @@ pub fn chain(free_base: bool) -> Model {
     l1.quat = quat([1.0, 2.0, 3.0], 0.5);
     l1.com = Vec3::new(0.05, 0.02, -0.1);
     l1.inertia_frame = quat([0.0, 1.0, 1.0], 0.9);
-    let mut l2 = body("link2", 1 + off, [0.0, 0.05, -0.4], 0.7, [0.01, 0.015, 0.02]);
+    let mut l2 = body(
+        "link2",
+        1 + off,
+        [0.0, 0.05, -0.4],
+        0.7,
+        [0.01, 0.015, 0.02],
+    );
     l2.quat = quat([-1.0, 0.5, 0.2], 1.1);
     l2.com = Vec3::new(-0.03, 0.1, 0.02);
     l2.inertia_frame = quat([0.3, -0.2, 1.0], 0.3);
-    let mut l3 = body("link3", 2 + off, [0.1, 0.3, -0.2], 0.9, [0.012, 0.02, 0.025]);
+    let mut l3 = body(
+        "link3",
+        2 + off,
+        [0.1, 0.3, -0.2],
+        0.9,
+        [0.012, 0.02, 0.025],
+    );
     l3.quat = quat([0.0, 0.0, 1.0], -0.6);
     l3.com = Vec3::new(0.1, -0.05, 0.2);
     l3.inertia_frame = quat([1.0, -1.0, 0.5], 1.3);
-    let mut l4 = body("branch", 1 + off, [-0.2, 0.1, 0.05], 0.5, [0.004, 0.006, 0.008]);
+    let mut l4 = body(
+        "branch",
+        1 + off,
+        [-0.2, 0.1, 0.05],
+        0.5,
+        [0.004, 0.006, 0.008],
+    );
     l4.com = Vec3::new(0.0, 0.07, -0.04);
     l4.inertia_frame = quat([0.4, 0.4, 1.0], 0.8);
     parts.bodies.extend([l1, l2, l3, l4]);
@@ -88,7 +117,12 @@ pub fn chain(free_base: bool) -> Model {
         parts.joints.push(Joint::new("free", JointKind::Free, 1));
     }
     parts.equalities = vec![
-        Equality::Connect { name: "connect".into(), body1: 3 + off, body2: 4 + off, anchor: Vec3::new(0.05, -0.1, 0.02) },
+        Equality::Connect {
+            name: "connect".into(),
+            body1: 3 + off,
+            body2: 4 + off,
+            anchor: Vec3::new(0.05, -0.1, 0.02),
+        },
         Equality::Weld {
             name: "weld".into(),
             body1: 4 + off,
@@ -97,7 +131,12 @@ pub fn chain(free_base: bool) -> Model {
             relquat: quat([1.0, 1.0, 0.0], 0.4),
         },
         // joint indices as listed in parts.joints: hinge4 (2) coupled to slide2 (4).
-        Equality::Joint { name: "couple".into(), joint1: 2, joint2: 4, polycoef: [0.1, -0.5, 0.3, 0.2, -0.1] },
+        Equality::Joint {
+            name: "couple".into(),
+            joint1: 2,
+            joint2: 4,
+            polycoef: [0.1, -0.5, 0.3, 0.2, -0.1],
+        },
     ];
     Model::new(parts).expect("valid chain model")
 }
