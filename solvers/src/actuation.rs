@@ -27,15 +27,28 @@ pub fn actuator_forces(
 ) -> DVector<f64> {
     let mut f = DVector::zeros(model.nv);
     for (i, a) in model.actuators.iter().enumerate() {
-        let j = &model.joints[a.joint];
-        let ctrl = clamp_range(u.get(i).copied().unwrap_or(0.0), a.ctrl_range);
-        let (qj, vj) = (q[j.qpos_adr], v[j.dof_adr]);
-        let force = match a.kind {
-            ActuatorKind::Motor => ctrl,
-            ActuatorKind::PositionServo { kp, kv } => kp * (ctrl - qj) - kv * vj,
-            ActuatorKind::VelocityServo { kv } => kv * (ctrl - vj),
-        };
-        f[j.dof_adr] += a.gear * clamp_range(force, a.force_range);
+        f[model.joints[a.joint].dof_adr] += a.gear * actuator_force(model, i, q, v, u);
     }
     f
+}
+
+/// The force of actuator `i` (N or N m, before the gear; clamped to `force_range`) for controls
+/// `u` at `(q, v)`, explicitly as in [`actuator_forces`].
+pub fn actuator_force(
+    model: &Model,
+    i: usize,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    u: &[f64],
+) -> f64 {
+    let a = &model.actuators[i];
+    let j = &model.joints[a.joint];
+    let ctrl = clamp_range(u.get(i).copied().unwrap_or(0.0), a.ctrl_range);
+    let (qj, vj) = (q[j.qpos_adr], v[j.dof_adr]);
+    let force = match a.kind {
+        ActuatorKind::Motor => ctrl,
+        ActuatorKind::PositionServo { kp, kv } => kp * (ctrl - qj) - kv * vj,
+        ActuatorKind::VelocityServo { kv } => kv * (ctrl - vj),
+    };
+    clamp_range(force, a.force_range)
 }

@@ -74,20 +74,21 @@
 
 pub mod params;
 pub mod residual;
+pub mod adjoint;
 pub mod solve;
 
-use nalgebra::{DVector, Vector3};
+use nalgebra::{DMatrix, DVector, Vector3};
 
-use crate::actuation::actuator_forces;
-use crate::collision::detect_with_margin;
-use crate::constraint::{contact_rows, limit_rows, stack_jacobian};
+use crate::actuation::{actuator_force, clamp_range};
+use crate::collision::{detect_with_margin, Contact};
+use crate::constraint::{contact_rows, equality_rows, limit_rows};
 use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
 use crate::formulation::{
     parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, StepReport,
 };
-use crate::kinematics::forward_kinematics;
-use crate::model::{Model, State};
-pub use params::{NcpFbParams, PARAMS};
+use crate::kinematics::{forward_kinematics, Kinematics};
+use crate::model::{ActuatorKind, Model, State};
+pub use params::{NcpFbParams, ServoForm, PARAMS};
 use residual::{Block, Problem};
 use solve::{Settings, Solution};
 
@@ -128,63 +129,90 @@ impl NcpFb {
         Ok(Self { params })
     }
 
-    /// True if this formulation would ignore some of `model`'s constraints (equalities, joint
-    /// friction loss are not modelled yet).
-    pub fn ignores_equalities(model: &Model) -> bool {
-        !model.equalities.is_empty()
+    /// True if this formulation would ignore some of `model`'s constraints: joint friction loss
+    /// is not modelled (equalities are compliant rows, (R6)).
+    pub fn ignores_friction_loss(model: &Model) -> bool {
+        model.joints.iter().any(|j| j.frictionloss > 0.0)
     }
 
-    /// One step, returning the report and the step's problem and solution.
-    pub fn step_detail(
-        &mut self,
+    /// Assemble one step's problem at `(q, v)` with controls `ctrl` (module doc: rows at q⁻,
+    /// collision once at q⁻, smooth forces explicit). Deterministic: the adjoint calls it again
+    /// at the stored states and at perturbed inputs.
+    ///
+    /// # Errors
+    /// A mass matrix that is not positive definite (the message names the time `t`).
+    pub fn assemble(
+        &self,
         model: &Model,
-        state: &mut State,
-        u: &[f64],
+        q: &DVector<f64>,
+        v: &DVector<f64>,
+        ctrl: &[f64],
         h: f64,
-    ) -> (StepReport, Option<StepDetail>) {
-        if !state.is_finite() {
-            return (
-                StepReport::explicit(Vec::new()).check_divergence(state),
-                None,
-            );
-        }
-        let kin = forward_kinematics(model, &state.q);
+        t: f64,
+    ) -> Result<Assembly, String> {
+        let kin = forward_kinematics(model, q);
         let m = mass_matrix(model, &kin);
-        let mut f_s = passive_forces(model, &state.q, &state.v)
-            + actuator_forces(model, &state.q, &state.v, u)
-            - bias_forces(model, &kin, &state.v);
+        let servo = self.servo_rows(model);
+        let mut f_s = passive_forces(model, q, v) - bias_forces(model, &kin, v);
+        for (i, a) in model.actuators.iter().enumerate() {
+            if !servo[i] {
+                f_s[model.joints[a.joint].dof_adr] += a.gear * actuator_force(model, i, q, v, ctrl);
+            }
+        }
         if model.options.disable.gravity {
             let zero = DVector::zeros(model.nv);
             f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
         }
         let Some(chol) = m.cholesky() else {
-            let r = StepReport {
-                diverged: Some(format!(
-                    "mass matrix not positive definite at t = {:.6} s",
-                    state.t
-                )),
-                ..StepReport::default()
-            };
-            return (r, None);
+            return Err(format!("mass matrix not positive definite at t = {t:.6} s"));
         };
-        let u_free = &state.v + chol.solve(&f_s) * h;
+        let u_free = v + chol.solve(&f_s) * h;
 
-        // Rows at q⁻: all joint limits, then contacts (n, t1, t2).
-        let mut rows = if model.options.disable.limit {
-            Vec::new()
-        } else {
-            limit_rows(model, &state.q, &state.v, f64::INFINITY)
-        };
+        // Rows at q⁻: equalities, servos, joint limits, then contacts (n, t1, t2).
+        let mut rows = Vec::new();
         let mut pending = Vec::new(); // (block without weights, contact)
-        for (i, _) in rows.iter().enumerate() {
-            pending.push((
-                Block::Limit {
-                    row: i,
-                    dist: rows[i].pos,
-                    w: 0.0,
-                },
-                None,
-            ));
+        if !model.options.disable.equality {
+            for r in equality_rows(model, &kin, q, v) {
+                let row = rows.len();
+                let block = Block::Equality {
+                    row,
+                    c: r.pos,
+                    compliance: self.params.compliance,
+                };
+                rows.push(r.jac);
+                pending.push((block, None));
+            }
+        }
+        for (i, a) in model.actuators.iter().enumerate() {
+            if !servo[i] {
+                continue;
+            }
+            let jnt = &model.joints[a.joint];
+            let target = clamp_range(ctrl.get(i).copied().unwrap_or(0.0), a.ctrl_range);
+            let err = q[jnt.qpos_adr] - target; // e⁻ = q⁻ − ū
+            let (alpha, bias) = match a.kind {
+                ActuatorKind::VelocityServo { kv } => (a.gear / (h * kv), -a.gear * target),
+                ActuatorKind::PositionServo { kp, kv } => {
+                    let alpha = a.gear / (h * (kv + h * kp));
+                    match self.params.servo_form {
+                        ServoForm::Paper => (alpha, a.gear * err / h),
+                        _ => (alpha, a.gear * kp * err / (kv + h * kp)),
+                    }
+                }
+                ActuatorKind::Motor => unreachable!("motors are explicit"),
+            };
+            let mut jac = DVector::zeros(model.nv);
+            jac[jnt.dof_adr] = a.gear;
+            let row = rows.len();
+            rows.push(jac);
+            pending.push((Block::Servo { row, alpha, bias }, None));
+        }
+        if !model.options.disable.limit {
+            for r in limit_rows(model, q, v, f64::INFINITY) {
+                let row = rows.len();
+                pending.push((Block::Limit { row, dist: r.pos, w: 0.0 }, None));
+                rows.push(r.jac);
+            }
         }
         let contacts = if model.options.disable.contact {
             Vec::new()
@@ -195,9 +223,13 @@ impl NcpFb {
             let friction = c.material.condim >= 3;
             let condim = if friction { 3 } else { 1 };
             let row = rows.len();
-            rows.extend(contact_rows(
-                model, &kin, &state.v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
-            ));
+            rows.extend(
+                contact_rows(
+                    model, &kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
+                )
+                .into_iter()
+                .map(|r| r.jac),
+            );
             let block = Block::Contact {
                 row,
                 friction,
@@ -208,7 +240,10 @@ impl NcpFb {
             };
             pending.push((block, Some(ci)));
         }
-        let j = stack_jacobian(&rows, model.nv);
+        let mut j = DMatrix::zeros(rows.len(), model.nv);
+        for (i, r) in rows.iter().enumerate() {
+            j.set_row(i, &r.transpose());
+        }
         let minv_jt = chol.solve(&j.transpose());
         let w = |i: usize| j.row(i).dot(&minv_jt.column(i).transpose());
         let blocks: Vec<Block> = pending
@@ -225,58 +260,165 @@ impl NcpFb {
                     mu,
                     gap,
                     ..
-                } => {
-                    let wt = if friction {
+                } => Block::Contact {
+                    row,
+                    friction,
+                    mu,
+                    gap,
+                    wn: w(row),
+                    wt: if friction {
                         0.5 * (w(row + 1) + w(row + 2))
                     } else {
                         0.0
-                    };
-                    Block::Contact {
-                        row,
-                        friction,
-                        mu,
-                        gap,
-                        wn: w(row),
-                        wt,
-                    }
-                }
+                    },
+                },
+                other => other,
             })
             .collect();
         let p = &self.params;
-        let problem = Problem {
-            h,
-            j,
-            minv_jt,
-            u_free,
-            blocks,
-            eps_fb: p.fb_smoothing,
-            eps_v: p.friction_smoothing,
-        };
-        let settings = Settings {
+        Ok(Assembly {
+            problem: Problem {
+                h,
+                j,
+                minv_jt,
+                u_free,
+                blocks,
+                eps_fb: p.fb_smoothing,
+                eps_v: p.friction_smoothing,
+            },
+            block_contact: pending.iter().map(|(_, c)| *c).collect(),
+            contacts,
+            kin,
+        })
+    }
+
+    /// Which actuators become implicit servo rows (R5): servos with a positive velocity gain
+    /// and no force range, unless `servo_form` is `explicit`.
+    pub fn servo_rows(&self, model: &Model) -> Vec<bool> {
+        model
+            .actuators
+            .iter()
+            .map(|a| {
+                self.params.servo_form != ServoForm::Explicit
+                    && a.force_range.is_none()
+                    && match a.kind {
+                        ActuatorKind::Motor => false,
+                        ActuatorKind::VelocityServo { kv } => kv > 0.0,
+                        ActuatorKind::PositionServo { kp, kv } => kv + kp > 0.0,
+                    }
+            })
+            .collect()
+    }
+
+    /// The solver settings of the parameters.
+    pub fn settings(&self) -> Settings {
+        let p = &self.params;
+        Settings {
             iterations: p.newton_iterations,
             k_min: p.k_min,
             tolerance: p.tolerance,
             ncp_tolerance: p.ncp_tolerance,
             regularization: p.regularization,
             ls_iterations: p.ls_iterations,
+        }
+    }
+
+    /// One step, returning the report and the step's problem and solution.
+    pub fn step_detail(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        u: &[f64],
+        h: f64,
+    ) -> (StepReport, Option<StepDetail>) {
+        if !state.is_finite() {
+            return (
+                StepReport::explicit(Vec::new()).check_divergence(state),
+                None,
+            );
+        }
+        let asm = match self.assemble(model, &state.q, &state.v, u, h, state.t) {
+            Ok(a) => a,
+            Err(msg) => {
+                let r = StepReport {
+                    diverged: Some(msg),
+                    ..StepReport::default()
+                };
+                return (r, None);
+            }
         };
-        let sol = solve::solve(&problem, &settings);
+        let sol = solve::solve(&asm.problem, &self.settings());
 
         state.v.copy_from(&sol.u);
         integrate_positions(model, &mut state.q, &sol.u, h);
         state.t += h;
 
+        let report = StepReport {
+            iterations: sol.iterations,
+            residual: sol.residual,
+            converged: sol.converged,
+            diverged: None,
+            contacts: asm.records(model, &sol),
+        }
+        .check_divergence(state);
+        (
+            report,
+            Some(StepDetail {
+                problem: asm.problem,
+                solution: sol,
+            }),
+        )
+    }
+}
+
+/// One step's assembled problem with the contacts its blocks came from.
+#[derive(Debug, Clone)]
+pub struct Assembly {
+    /// The problem.
+    pub problem: Problem,
+    /// The contacts detected at q⁻.
+    pub contacts: Vec<Contact>,
+    /// For each block of the problem, the index of its contact in `contacts`, if a contact.
+    pub block_contact: Vec<Option<usize>>,
+    /// Kinematics at q⁻.
+    pub kin: Kinematics,
+}
+
+impl Assembly {
+    /// Same rows, blocks and contact pairs as `other` (the adjoint's finite differences of the
+    /// assembly need the same contact set on both sides).
+    pub fn same_structure(&self, other: &Assembly) -> bool {
+        self.problem.blocks.len() == other.problem.blocks.len()
+            && self.problem.nl() == other.problem.nl()
+            && self
+                .problem
+                .blocks
+                .iter()
+                .zip(&other.problem.blocks)
+                .all(|(a, b)| a.same_structure(b))
+            && self.contacts.len() == other.contacts.len()
+            && self
+                .contacts
+                .iter()
+                .zip(&other.contacts)
+                .all(|(a, b)| a.geoms == b.geoms)
+    }
+
+    /// Contact records of a solution (impulses and velocities after the step in the contact
+    /// frame).
+    pub fn records(&self, model: &Model, sol: &Solution) -> Vec<ContactRecord> {
+        let problem = &self.problem;
         let vel = &problem.j * &sol.u;
-        let records = pending
+        self.block_contact
             .iter()
             .zip(&problem.blocks)
-            .filter_map(|((_, ci), b)| {
+            .filter_map(|(ci, b)| {
                 let (
                     c,
                     Block::Contact {
                         row, friction, mu, ..
                     },
-                ) = (&contacts[(*ci)?], *b)
+                ) = (&self.contacts[(*ci)?], *b)
                 else {
                     return None;
                 };
@@ -289,7 +431,7 @@ impl NcpFb {
                 if !friction {
                     // The tangential velocity is still reported (frame rows 1, 2).
                     let rel = crate::constraint::contact_rows(
-                        model, &kin, &sol.u, 0, c.bodies, &c.point, &c.frame, c.gap, 3,
+                        model, &self.kin, &sol.u, 0, c.bodies, &c.point, &c.frame, c.gap, 3,
                     );
                     velocity[1] = rel[1].vel;
                     velocity[2] = rel[2].vel;
@@ -304,22 +446,7 @@ impl NcpFb {
                     velocity,
                 })
             })
-            .collect();
-        let report = StepReport {
-            iterations: sol.iterations,
-            residual: sol.residual,
-            converged: sol.converged,
-            diverged: None,
-            contacts: records,
-        }
-        .check_divergence(state);
-        (
-            report,
-            Some(StepDetail {
-                problem,
-                solution: sol,
-            }),
-        )
+            .collect()
     }
 }
 
@@ -343,13 +470,15 @@ mod tests {
         let obj = v.as_object().unwrap();
         assert_eq!(obj.len(), PARAMS.len());
         for doc in PARAMS {
-            let val = obj[doc.name].as_f64().unwrap();
-            assert_eq!(
-                val,
-                doc.default.parse::<f64>().unwrap(),
-                "parameter {}",
-                doc.name
-            );
+            match &obj[doc.name] {
+                serde_json::Value::String(s) => assert_eq!(s, doc.default, "{}", doc.name),
+                val => assert_eq!(
+                    val.as_f64().unwrap(),
+                    doc.default.parse::<f64>().unwrap(),
+                    "parameter {}",
+                    doc.name
+                ),
+            }
         }
     }
 

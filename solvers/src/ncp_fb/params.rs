@@ -35,6 +35,37 @@ pub struct NcpFbParams {
     /// complementarity rows, so a resting contact (gap ≈ ε²/(2 h² w_n λ_n) > 0) and a contact
     /// that closes within the step are seen (a far one simply carries no impulse).
     pub detection_margin: f64,
+    /// Compliance E of the equality rows (m/N, or rad/(N m) for rotational rows): spec eq. (3),
+    /// `c(q⁺) + E λ = 0`.
+    pub compliance: f64,
+    /// How servo actuators enter the step (module doc (R5)).
+    pub servo_form: ServoForm,
+}
+
+/// How position and velocity servos enter an `ncp_fb` step (spec §2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServoForm {
+    /// Implicit rows; a position servo in the paper's form α = (k_v + h k_p)⁻¹,
+    /// b = e(q⁻)/h, which solves to λ = −(k_p + k_v/h) e(q⁺): k_v damps the per-step position
+    /// error, not the joint velocity (spec §2.4 caution). Velocity servos: α = 1/k_v, b = −ū.
+    Paper,
+    /// Implicit rows; a position servo as the true implicit PD λ = −k_p e(q⁺) − k_v q̇⁺
+    /// (ODE's ERP/CFM: b = ERP e(q⁻)/h, ERP = h k_p/(h k_p + k_v)). Velocity servos as `paper`.
+    ImplicitPd,
+    /// Servos as explicit forces at (q⁻, u⁻), like motors (unstable for h k_v / m > 2).
+    Explicit,
+}
+
+impl ServoForm {
+    /// The name used in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServoForm::Paper => "paper",
+            ServoForm::ImplicitPd => "implicit_pd",
+            ServoForm::Explicit => "explicit",
+        }
+    }
 }
 
 impl Default for NcpFbParams {
@@ -49,6 +80,8 @@ impl Default for NcpFbParams {
             regularization: 1e-10,
             ls_iterations: 20,
             detection_margin: 0.01,
+            compliance: 1e-8,
+            servo_form: ServoForm::Paper,
         }
     }
 }
@@ -64,6 +97,8 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii" },
     ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
+    ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
+    ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces" },
 ];
 
 impl NcpFbParams {
@@ -94,6 +129,7 @@ impl NcpFbParams {
             ("friction_smoothing", self.friction_smoothing),
             ("regularization", self.regularization),
             ("detection_margin", self.detection_margin),
+            ("compliance", self.compliance),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(format!("{what} = {v} must be finite and >= 0"));

@@ -1,10 +1,16 @@
-//! The residual of one `ncp_fb` step and its Jacobian (module doc, equations (R1)–(R4)).
+//! The residual of one `ncp_fb` step and its derivatives (module doc, equations (R1)–(R6)).
 //!
 //! Unknowns `x = (u, p)`: generalized velocity after the step `u` (nv) and the constraint
-//! impulses `p` (N s, or N m s for rotational limit rows), one per row of [`Problem::j`]. Every
+//! impulses `p` (N s, or N m s for rotational rows), one per row of [`Problem::j`]. Every
 //! residual row is a velocity (m/s or rad/s).
+//!
+//! The constraint residual depends on `u` only through the row velocities `v = J u`, so
+//! [`Problem::linearize`] returns `∂r/∂v` (block diagonal, nλ × nλ) and `∂r/∂u = ∂r/∂v · J`.
+//! It also returns the partials with respect to each block's scalar data ([`Block::data`]:
+//! gaps, inverse weights, μ, servo and compliance terms), which the adjoint
+//! ([`super::adjoint`]) chains with the derivatives of the step's assembly.
 
-use nalgebra::{DMatrix, DVector, Vector2};
+use nalgebra::{DMatrix, DVector, Matrix2, Vector2};
 
 /// What a group of constraint rows is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,6 +39,76 @@ pub enum Block {
         /// Inverse weight (J M⁻¹ Jᵀ) of the row.
         w: f64,
     },
+    /// An implicit servo row (spec eq. (8) in impulses, module doc (R5)):
+    /// `r = J u + alpha p + bias`.
+    Servo {
+        /// Row index.
+        row: usize,
+        /// Compliance in impulses (m/s or rad/s per N s or N m s): `1/(h k_v)` for a velocity
+        /// servo, `1/(h (k_v + h k_p))` for a position servo.
+        alpha: f64,
+        /// Constant term (m/s or rad/s): `−gear ū` (velocity), `gear (q⁻ − ū)/h` (paper's
+        /// position form) or `gear ERP (q⁻ − ū)/h` (implicit PD).
+        bias: f64,
+    },
+    /// A compliant bilateral equality row (spec eq. (3), module doc (R6)):
+    /// `r = c/h + J u + compliance p / h²`.
+    Equality {
+        /// Row index.
+        row: usize,
+        /// Constraint violation at q⁻ (m or rad).
+        c: f64,
+        /// Compliance E (m/N or rad/(N m)).
+        compliance: f64,
+    },
+}
+
+impl Block {
+    /// The block's scalar data, whose derivatives the adjoint chains ([`Problem::linearize`]):
+    /// Contact `[gap, w_n, w_t, μ]`, Limit `[dist, w]`, Servo `[alpha, bias]`,
+    /// Equality `[c, compliance]`.
+    pub fn data(&self) -> Vec<f64> {
+        match *self {
+            Block::Contact {
+                gap, wn, wt, mu, ..
+            } => vec![gap, wn, wt, mu],
+            Block::Limit { dist, w, .. } => vec![dist, w],
+            Block::Servo { alpha, bias, .. } => vec![alpha, bias],
+            Block::Equality { c, compliance, .. } => vec![c, compliance],
+        }
+    }
+
+    /// The first row of the block.
+    pub fn row(&self) -> usize {
+        match *self {
+            Block::Contact { row, .. }
+            | Block::Limit { row, .. }
+            | Block::Servo { row, .. }
+            | Block::Equality { row, .. } => row,
+        }
+    }
+
+    /// Number of rows of the block.
+    pub fn rows(&self) -> usize {
+        match *self {
+            Block::Contact { friction, .. } => {
+                if friction {
+                    3
+                } else {
+                    1
+                }
+            }
+            _ => 1,
+        }
+    }
+
+    /// Same kind and rows (the adjoint's finite differences of the assembly need the same
+    /// contact set on both sides).
+    pub fn same_structure(&self, other: &Block) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.row() == other.row()
+            && self.rows() == other.rows()
+    }
 }
 
 /// One step's problem, assembled at q⁻ (module doc).
@@ -54,6 +130,30 @@ pub struct Problem {
     pub eps_v: f64,
 }
 
+/// How the friction rows are differentiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Friction {
+    /// Exact: including ∂W/∂(v, p_n, p_f) and the row scale's derivatives (spec §7.6).
+    Exact,
+    /// W and the row scale σ frozen at their current values (spec §2.6, the "lagged" Jacobian):
+    /// `∂r_f/∂v_f = σ I`, `∂r_f/∂p_f = σ W I`, `∂r_f/∂p_n = 0`.
+    Lagged,
+}
+
+/// The residual's value and derivatives at one `(u, p)`.
+#[derive(Debug, Clone)]
+pub struct Linearization {
+    /// Constraint residual, nλ (m/s).
+    pub r: DVector<f64>,
+    /// `∂r/∂v` with `v = J u` the row velocities, nλ × nλ, block diagonal.
+    pub r_vel: DMatrix<f64>,
+    /// `∂r/∂p`, nλ × nλ.
+    pub r_p: DMatrix<f64>,
+    /// `∂r/∂d`, nλ × n_d: the partials with respect to the blocks' scalar data, concatenated in
+    /// block order ([`Block::data`]).
+    pub r_data: DMatrix<f64>,
+}
+
 /// Smoothed Fischer–Burmeister function φ_ε(a, b) = a + b − √(a² + b² + ε²) (spec §1.1) and
 /// its partial derivatives; at the origin with ε = 0 the generalized-Jacobian element (0, 1).
 pub fn fb(a: f64, b: f64, eps: f64) -> (f64, f64, f64) {
@@ -67,16 +167,39 @@ pub fn fb(a: f64, b: f64, eps: f64) -> (f64, f64, f64) {
 /// Upper clamp of the friction weight W relative to w_t.
 const W_MAX_RELATIVE: f64 = 1e12;
 
+/// The maximal-dissipation weight W and its partial derivatives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrictionWeight {
+    /// W (m/s per N s).
+    pub w: f64,
+    /// ∂W/∂v (v the smoothed slip speed).
+    pub dv: f64,
+    /// ∂W/∂P (P = μ p_n).
+    pub dcap: f64,
+    /// ∂W/∂m (m = ‖p_f‖).
+    pub dm: f64,
+    /// ∂W/∂k (k = w_t).
+    pub dk: f64,
+}
+
 /// Maximal-dissipation weight W (spec §1.3 with §7.2: the unclamped margin g = P − m) and its
-/// derivatives `(W, ∂W/∂v, ∂W/∂P, ∂W/∂m)`, with v the smoothed slip speed (m/s), P = μ p_n and
-/// m = ‖p_f‖ (N s), k = w_t (m/s per N s):
+/// derivatives, with v the smoothed slip speed (m/s), P = μ p_n and m = ‖p_f‖ (N s),
+/// k = w_t (m/s per N s):
 ///
-/// `S = √(v² + k² g²)`, `W = k (S − k g) / (v + k P − S)`, clamped to [0, 1e12 k].
-pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> (f64, f64, f64, f64) {
+/// `S = √(v² + k² g²)`, `W = k (S − k g) / (v + k P − S)`, clamped to [0, 1e12 k] (zero
+/// derivatives where clamped).
+pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> FrictionWeight {
+    let zero = FrictionWeight {
+        w: 0.0,
+        dv: 0.0,
+        dcap: 0.0,
+        dm: 0.0,
+        dk: 0.0,
+    };
     let g = cap - m;
     let s = (v * v + k * k * g * g).sqrt();
     if s <= 0.0 {
-        return (0.0, 0.0, 0.0, 0.0);
+        return zero;
     }
     // S − k g without cancellation when g ≥ 0.
     let s_minus = if g >= 0.0 {
@@ -85,25 +208,31 @@ pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> (f64, f64, f64, f64)
         s - k * g
     };
     let num = k * s_minus;
+    // D = v + k P − S = v + k m − (S − k g).
     let den = v + k * m - s_minus;
     if den.is_nan() || den <= 0.0 || !num.is_finite() {
-        return (0.0, 0.0, 0.0, 0.0);
+        return zero;
     }
     let w = num / den;
     if w > W_MAX_RELATIVE * k {
-        return (W_MAX_RELATIVE * k, 0.0, 0.0, 0.0);
+        return FrictionWeight {
+            w: W_MAX_RELATIVE * k,
+            ..zero
+        };
     }
-    let (ds_dv, ds_dg) = (v / s, k * k * g / s);
-    let (dn_dv, dn_dg) = (k * ds_dv, k * (ds_dg - k));
-    let (dd_dv, dd_dg) = (1.0 - ds_dv, -ds_dg);
+    let (ds_dv, ds_dg, ds_dk) = (v / s, k * k * g / s, k * g * g / s);
+    // N = k (S − k g), D = v + k m − (S − k g), with g = P − m.
+    let (dn_dv, dn_dg, dn_dk) = (k * ds_dv, k * (ds_dg - k), s_minus + k * (ds_dk - g));
+    let (dd_dv, dd_dg, dd_dk) = (1.0 - ds_dv, -(ds_dg - k), m - (ds_dk - g));
     let dw = |dn: f64, dd: f64| (dn - w * dd) / den;
-    // g = P − m; D = v + k P − S also depends on P explicitly.
-    (
+    // ∂/∂P = ∂/∂g; ∂/∂m = −∂/∂g + the explicit k m in D.
+    FrictionWeight {
         w,
-        dw(dn_dv, dd_dv),
-        dw(dn_dg, k + dd_dg),
-        dw(-dn_dg, -dd_dg),
-    )
+        dv: dw(dn_dv, dd_dv),
+        dcap: dw(dn_dg, dd_dg),
+        dm: dw(-dn_dg, -dd_dg + k),
+        dk: dw(dn_dk, dd_dk),
+    }
 }
 
 impl Problem {
@@ -117,8 +246,23 @@ impl Problem {
         self.j.ncols()
     }
 
+    /// Number of block data scalars (columns of [`Linearization::r_data`]).
+    pub fn n_data(&self) -> usize {
+        self.blocks.iter().map(|b| b.data().len()).sum()
+    }
+
+    /// The blocks' scalar data concatenated in block order ([`Block::data`]).
+    pub fn data(&self) -> DVector<f64> {
+        DVector::from_vec(self.blocks.iter().flat_map(|b| b.data()).collect())
+    }
+
+    /// Velocity after the step for impulses `p`: `u = u_free + M⁻¹ Jᵀ p` (R1 eliminated).
+    pub fn velocity(&self, p: &DVector<f64>) -> DVector<f64> {
+        &self.u_free + &self.minv_jt * p
+    }
+
     /// Project the impulses onto the admissible set (spec §2.5 safeguards): p_n ≥ 0, limits ≥ 0,
-    /// ‖p_f‖ ≤ μ p_n (radial scaling).
+    /// ‖p_f‖ ≤ μ p_n (radial scaling); servo and equality impulses are free.
     pub fn project(&self, p: &mut DVector<f64>) {
         for b in &self.blocks {
             match *b {
@@ -138,60 +282,92 @@ impl Problem {
                     }
                 }
                 Block::Limit { row, .. } => p[row] = p[row].max(0.0),
+                Block::Servo { .. } | Block::Equality { .. } => {}
             }
         }
     }
 
-    /// Residual (R1)–(R4), length nv + nλ: first the dynamics `u − u_free − M⁻¹ Jᵀ p`, then the
-    /// constraint rows in row order.
+    /// Full residual (R1)–(R6), length nv + nλ: first the dynamics `u − u_free − M⁻¹ Jᵀ p`,
+    /// then the constraint rows in row order.
     pub fn residual(&self, u: &DVector<f64>, p: &DVector<f64>) -> DVector<f64> {
-        self.evaluate(u, p, false).0
+        let nv = self.nv();
+        let mut r = DVector::zeros(nv + self.nl());
+        r.rows_mut(0, nv)
+            .copy_from(&(u - &self.u_free - &self.minv_jt * p));
+        r.rows_mut(nv, self.nl())
+            .copy_from(&self.constraint_residual(u, p));
+        r
     }
 
-    /// Residual and the constraint rows' Jacobian blocks `(∂r_c/∂u (nλ × nv), ∂r_c/∂p (nλ × nλ))`.
+    /// The constraint rows of the residual, nλ (m/s).
+    pub fn constraint_residual(&self, u: &DVector<f64>, p: &DVector<f64>) -> DVector<f64> {
+        self.evaluate(u, p, None).r
+    }
+
+    /// Residual and the constraint rows' Jacobian blocks `(∂r_c/∂u (nλ × nv), ∂r_c/∂p (nλ × nλ))`
+    /// (exact friction derivatives), with the full residual first as in [`Self::residual`].
     pub fn residual_and_jacobian(
         &self,
         u: &DVector<f64>,
         p: &DVector<f64>,
     ) -> (DVector<f64>, DMatrix<f64>, DMatrix<f64>) {
-        let (r, ju, jp) = self.evaluate(u, p, true);
-        (r, ju.unwrap(), jp.unwrap())
+        let lin = self.linearize(u, p, Friction::Exact);
+        let ru = &lin.r_vel * &self.j;
+        (self.residual(u, p), ru, lin.r_p)
     }
 
-    #[allow(clippy::type_complexity)]
-    fn evaluate(
-        &self,
-        u: &DVector<f64>,
-        p: &DVector<f64>,
-        jac: bool,
-    ) -> (DVector<f64>, Option<DMatrix<f64>>, Option<DMatrix<f64>>) {
-        let (nv, nl, h) = (self.nv(), self.nl(), self.h);
-        let mut r = DVector::zeros(nv + nl);
-        r.rows_mut(0, nv)
-            .copy_from(&(u - &self.u_free - &self.minv_jt * p));
-        let vel = &self.j * u;
-        let (mut ru, mut rp) = if jac {
-            (Some(DMatrix::zeros(nl, nv)), Some(DMatrix::zeros(nl, nl)))
-        } else {
-            (None, None)
+    /// The constraint residual with its derivatives with respect to the row velocities, the
+    /// impulses and the block data.
+    pub fn linearize(&self, u: &DVector<f64>, p: &DVector<f64>, mode: Friction) -> Linearization {
+        self.evaluate(u, p, Some(mode))
+    }
+
+    fn evaluate(&self, u: &DVector<f64>, p: &DVector<f64>, mode: Option<Friction>) -> Linearization {
+        let (nl, h) = (self.nl(), self.h);
+        let nd = if mode.is_some() { self.n_data() } else { 0 };
+        let dim = if mode.is_some() { nl } else { 0 };
+        let mut lin = Linearization {
+            r: DVector::zeros(nl),
+            r_vel: DMatrix::zeros(dim, dim),
+            r_p: DMatrix::zeros(dim, dim),
+            r_data: DMatrix::zeros(dim, nd),
         };
-        // A complementarity row: r = φ_ε(gap + h J u, h w p) / h.
-        let comp = |row: usize,
-                    gap: f64,
-                    w: f64,
-                    r: &mut DVector<f64>,
-                    ru: &mut Option<DMatrix<f64>>,
-                    rp: &mut Option<DMatrix<f64>>| {
+        let jac = mode.is_some();
+        let vel = &self.j * u;
+        let mut col = 0; // first data column of the current block
+        // A complementarity row: r = φ_ε(gap + h v, h w p) / h; data columns (gap, w).
+        let comp = |row: usize, gap: f64, w: f64, col: usize, lin: &mut Linearization| {
             let (phi, da, db) = fb(gap + h * vel[row], h * w * p[row], self.eps_fb);
-            r[nv + row] = phi / h;
-            if let (Some(ru), Some(rp)) = (ru.as_mut(), rp.as_mut()) {
-                ru.row_mut(row).copy_from(&(self.j.row(row) * da));
-                rp[(row, row)] = db * w;
+            lin.r[row] = phi / h;
+            if jac {
+                lin.r_vel[(row, row)] = da;
+                lin.r_p[(row, row)] = db * w;
+                lin.r_data[(row, col)] = da / h;
+                lin.r_data[(row, col + 1)] = db * p[row];
             }
         };
         for b in &self.blocks {
+            let ncol = b.data().len();
             match *b {
-                Block::Limit { row, dist, w } => comp(row, dist, w, &mut r, &mut ru, &mut rp),
+                Block::Limit { row, dist, w } => comp(row, dist, w, col, &mut lin),
+                Block::Servo { row, alpha, bias } => {
+                    lin.r[row] = vel[row] + alpha * p[row] + bias;
+                    if jac {
+                        lin.r_vel[(row, row)] = 1.0;
+                        lin.r_p[(row, row)] = alpha;
+                        lin.r_data[(row, col)] = p[row];
+                        lin.r_data[(row, col + 1)] = 1.0;
+                    }
+                }
+                Block::Equality { row, c, compliance } => {
+                    lin.r[row] = c / h + vel[row] + compliance * p[row] / (h * h);
+                    if jac {
+                        lin.r_vel[(row, row)] = 1.0;
+                        lin.r_p[(row, row)] = compliance / (h * h);
+                        lin.r_data[(row, col)] = 1.0 / h;
+                        lin.r_data[(row, col + 1)] = p[row] / (h * h);
+                    }
+                }
                 Block::Contact {
                     row,
                     friction,
@@ -200,60 +376,92 @@ impl Problem {
                     wn,
                     wt,
                 } => {
-                    comp(row, gap, wn, &mut r, &mut ru, &mut rp);
-                    if !friction {
-                        continue;
-                    }
-                    let (f1, f2) = (row + 1, row + 2);
-                    let pf = Vector2::new(p[f1], p[f2]);
-                    let cap = mu * p[row];
-                    if cap <= 0.0 {
-                        // Skipped friction row (spec §7.8), scaled like the active row below:
-                        // r_f = w_t p_f, the limit of σ (J_f u + W p_f) as μ p_n → 0⁺ (W → ∞).
-                        r[nv + f1] = wt * pf[0];
-                        r[nv + f2] = wt * pf[1];
-                        if let Some(rp) = rp.as_mut() {
-                            rp[(f1, f1)] = wt;
-                            rp[(f2, f2)] = wt;
-                        }
-                        continue;
-                    }
-                    let t = Vector2::new(vel[f1], vel[f2]);
-                    let v = (t.norm_squared() + self.eps_v * self.eps_v).sqrt();
-                    let m = pf.norm();
-                    let (w, dw_dv, dw_dcap, dw_dm) = friction_weight(v, cap, m, wt);
-                    // (R3) scaled by σ = w_t/(w_t + W) > 0 (same roots): r_f = σ (J_f u + W p_f).
-                    // σ keeps the row continuous as μ p_n → 0⁺ (W → ∞, r_f → w_t p_f, the
-                    // skipped row) and well scaled for the separated contacts whose smoothed FB
-                    // root leaves p_n ≈ ε²/(2 h w_n gap) > 0.
-                    let sigma = wt / (wt + w);
-                    let raw = t + pf * w;
-                    r[nv + f1] = sigma * raw[0];
-                    r[nv + f2] = sigma * raw[1];
-                    if let (Some(ru), Some(rp)) = (ru.as_mut(), rp.as_mut()) {
-                        let jf = self.j.rows(f1, 2).into_owned();
-                        // ∂σ/∂x = −σ²/w_t ∂W/∂x;  ∂r_f = σ ∂raw + raw ∂σ.
-                        let ds = -sigma * sigma / wt;
-                        // ∂raw/∂u = (I + p_f ∂W/∂v tᵀ / v) J_f ; ∂v/∂u = tᵀ J_f / v.
-                        let du = (nalgebra::Matrix2::identity() * sigma
-                            + (pf * sigma + raw * ds) * t.transpose() * (dw_dv / v))
-                            * jf;
-                        ru.rows_mut(f1, 2).copy_from(&du);
-                        // ∂/∂p_n = μ ∂W/∂P (σ p_f + ds raw).
-                        let pn_col = (pf * sigma + raw * ds) * (mu * dw_dcap);
-                        rp[(f1, row)] = pn_col[0];
-                        rp[(f2, row)] = pn_col[1];
-                        // ∂/∂p_f = σ W I + (σ p_f + ds raw) ∂W/∂m p̂_fᵀ.
-                        let mut block = nalgebra::Matrix2::identity() * (sigma * w);
-                        if m > 0.0 {
-                            block += (pf * sigma + raw * ds) * pf.transpose() * (dw_dm / m);
-                        }
-                        rp.view_mut((f1, f1), (2, 2)).copy_from(&block);
+                    // Data columns: gap, wn, wt, mu.
+                    comp(row, gap, wn, col, &mut lin);
+                    if friction {
+                        self.friction_rows(row, mu, wt, &vel, p, col, mode, &mut lin);
                     }
                 }
             }
+            col += ncol;
         }
-        (r, ru, rp)
+        lin
+    }
+
+    /// Friction rows (R3) of the contact whose normal row is `row`; data columns
+    /// `col + 2` (w_t) and `col + 3` (μ).
+    #[allow(clippy::too_many_arguments)]
+    fn friction_rows(
+        &self,
+        row: usize,
+        mu: f64,
+        wt: f64,
+        vel: &DVector<f64>,
+        p: &DVector<f64>,
+        col: usize,
+        mode: Option<Friction>,
+        lin: &mut Linearization,
+    ) {
+        let (f1, f2) = (row + 1, row + 2);
+        let (c_wt, c_mu) = (col + 2, col + 3);
+        let pf = Vector2::new(p[f1], p[f2]);
+        let cap = mu * p[row];
+        if cap <= 0.0 {
+            // Skipped friction row (spec §7.8), scaled like the active row below:
+            // r_f = w_t p_f, the limit of σ (J_f u + W p_f) as μ p_n → 0⁺ (W → ∞).
+            lin.r[f1] = wt * pf[0];
+            lin.r[f2] = wt * pf[1];
+            if mode.is_some() {
+                lin.r_p[(f1, f1)] = wt;
+                lin.r_p[(f2, f2)] = wt;
+                lin.r_data[(f1, c_wt)] = pf[0];
+                lin.r_data[(f2, c_wt)] = pf[1];
+            }
+            return;
+        }
+        let t = Vector2::new(vel[f1], vel[f2]);
+        let v = (t.norm_squared() + self.eps_v * self.eps_v).sqrt();
+        let m = pf.norm();
+        let fw = friction_weight(v, cap, m, wt);
+        let w = fw.w;
+        // (R3) scaled by σ = w_t/(w_t + W) > 0 (same roots): r_f = σ (J_f u + W p_f).
+        // σ keeps the row continuous as μ p_n → 0⁺ (W → ∞, r_f → w_t p_f, the skipped row)
+        // and well scaled for the separated contacts whose smoothed FB root leaves
+        // p_n ≈ ε²/(2 h w_n gap) > 0.
+        let sigma = wt / (wt + w);
+        let raw = t + pf * w;
+        lin.r[f1] = sigma * raw[0];
+        lin.r[f2] = sigma * raw[1];
+        let Some(mode) = mode else { return };
+        if mode == Friction::Lagged {
+            lin.r_vel.view_mut((f1, f1), (2, 2)).fill_diagonal(sigma);
+            lin.r_p.view_mut((f1, f1), (2, 2)).fill_diagonal(sigma * w);
+        } else {
+            // ∂σ/∂W = −σ²/w_t; ∂r_f/∂W = σ p_f + (∂σ/∂W) raw =: g_w.
+            let g_w = pf * sigma - raw * (sigma * sigma / wt);
+            // ∂/∂t = σ I + g_w ∂W/∂v tᵀ / v  (∂v/∂t = tᵀ/v).
+            let dt = Matrix2::identity() * sigma + g_w * t.transpose() * (fw.dv / v);
+            lin.r_vel.view_mut((f1, f1), (2, 2)).copy_from(&dt);
+            // ∂/∂p_n = μ ∂W/∂P g_w.
+            let pn_col = g_w * (mu * fw.dcap);
+            lin.r_p[(f1, row)] = pn_col[0];
+            lin.r_p[(f2, row)] = pn_col[1];
+            // ∂/∂p_f = σ W I + g_w ∂W/∂m p̂_fᵀ.
+            let mut block = Matrix2::identity() * (sigma * w);
+            if m > 0.0 {
+                block += g_w * pf.transpose() * (fw.dm / m);
+            }
+            lin.r_p.view_mut((f1, f1), (2, 2)).copy_from(&block);
+        }
+        // Data partials are exact in both modes: ∂/∂μ = p_n ∂W/∂P g_w;
+        // ∂/∂w_t = (∂σ/∂w_t)|_W raw + g_w ∂W/∂k with (∂σ/∂w_t)|_W = W/(w_t + W)².
+        let g_w = pf * sigma - raw * (sigma * sigma / wt);
+        let d_mu = g_w * (p[row] * fw.dcap);
+        let d_wt = raw * (w / ((wt + w) * (wt + w))) + g_w * fw.dk;
+        for (i, r) in [f1, f2].into_iter().enumerate() {
+            lin.r_data[(r, c_mu)] = d_mu[i];
+            lin.r_data[(r, c_wt)] = d_wt[i];
+        }
     }
 
     /// The NCP criterion of DESIGN.md in impulses, in the position-level form this formulation
@@ -262,6 +470,7 @@ impl Problem {
     /// velocities after the step (N s · m/s). Where gap⁻ = 0 (resting, sliding) c/h is the normal
     /// velocity and this is DESIGN.md's criterion; a penetrating contact that the step pushes
     /// out (c = 0, v_n = −gap⁻/h > 0) is complementary here but not at the velocity level.
+    /// Servo and equality rows are equations, not complementarity rows: they do not count.
     pub fn ncp_criterion(&self, u: &DVector<f64>, p: &DVector<f64>) -> f64 {
         let vel = &self.j * u;
         let h = self.h;
@@ -285,6 +494,7 @@ impl Problem {
                         (p[row] * cn).abs()
                     }
                 }
+                Block::Servo { .. } | Block::Equality { .. } => 0.0,
             })
             .sum()
     }
@@ -298,6 +508,7 @@ impl Problem {
             .map(|b| match *b {
                 Block::Limit { row, dist, .. } => -(dist + self.h * vel[row]),
                 Block::Contact { row, gap, .. } => -(gap + self.h * vel[row]),
+                Block::Servo { .. } | Block::Equality { .. } => 0.0,
             })
             .fold(0.0, f64::max)
     }
@@ -307,81 +518,163 @@ impl Problem {
 mod tests {
     use super::*;
 
-    /// A 2-dof toy: one contact with friction acting on a point mass in the plane (n = y, t = x)
-    /// plus a dummy third dof for t2.
+    /// A 3-dof toy: one contact with friction acting on a point mass (n = y, t1 = x, t2 = z),
+    /// plus a servo row and an equality row on the same dofs.
     fn toy(gap: f64) -> Problem {
-        let j = DMatrix::from_row_slice(3, 3, &[0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+        let j = DMatrix::from_row_slice(
+            5,
+            3,
+            &[
+                0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.5, 0.5,
+            ],
+        );
         let minv_jt = j.transpose() * 0.5;
         Problem {
             h: 0.01,
             j,
             minv_jt,
             u_free: DVector::from_vec(vec![1.0, -0.2, 0.1]),
-            blocks: vec![Block::Contact {
-                row: 0,
-                friction: true,
-                mu: 0.3,
-                gap,
-                wn: 0.5,
-                wt: 0.5,
-            }],
+            blocks: vec![
+                Block::Contact {
+                    row: 0,
+                    friction: true,
+                    mu: 0.3,
+                    gap,
+                    wn: 0.5,
+                    wt: 0.5,
+                },
+                Block::Servo {
+                    row: 3,
+                    alpha: 0.7,
+                    bias: -0.2,
+                },
+                Block::Equality {
+                    row: 4,
+                    c: 1e-3,
+                    compliance: 1e-6,
+                },
+            ],
             eps_fb: 1e-8,
             eps_v: 1e-6,
         }
     }
 
-    #[test]
-    fn jacobian_matches_central_differences() {
-        let pb = toy(-1e-3);
-        for (u, p) in [
+    fn points() -> Vec<(DVector<f64>, DVector<f64>)> {
+        vec![
             (
                 DVector::from_vec(vec![0.7, -0.1, 0.2]),
-                DVector::from_vec(vec![0.4, -0.05, 0.03]),
+                DVector::from_vec(vec![0.4, -0.05, 0.03, 0.2, -0.1]),
             ),
             (
                 DVector::from_vec(vec![0.01, 0.3, -0.02]),
-                DVector::from_vec(vec![0.2, 0.02, -0.01]),
+                DVector::from_vec(vec![0.2, 0.02, -0.01, -0.3, 0.05]),
             ),
-        ] {
+        ]
+    }
+
+    fn assert_close(fd: f64, an: f64, what: &str) {
+        assert!(
+            (fd - an).abs() < 1e-5 * (1.0 + an.abs()),
+            "{what}: fd {fd} vs analytic {an}"
+        );
+    }
+
+    #[test]
+    fn jacobian_matches_central_differences() {
+        let pb = toy(-1e-3);
+        let (nv, nl) = (3, 5);
+        for (u, p) in points() {
             let (_, ru, rp) = pb.residual_and_jacobian(&u, &p);
-            let nv = 3;
             let d = 1e-7;
-            for k in 0..3 {
+            for k in 0..nv {
                 let (mut up, mut um) = (u.clone(), u.clone());
                 up[k] += d;
                 um[k] -= d;
                 let fd = (pb.residual(&up, &p) - pb.residual(&um, &p)) / (2.0 * d);
-                for i in 0..3 {
-                    assert!(
-                        (fd[nv + i] - ru[(i, k)]).abs() < 1e-5 * (1.0 + ru[(i, k)].abs()),
-                        "du {i} {k}: {} vs {}",
-                        fd[nv + i],
-                        ru[(i, k)]
-                    );
+                for i in 0..nl {
+                    assert_close(fd[nv + i], ru[(i, k)], &format!("du {i} {k}"));
                 }
+            }
+            for k in 0..nl {
                 let (mut pp, mut pm) = (p.clone(), p.clone());
                 pp[k] += d;
                 pm[k] -= d;
                 let fd = (pb.residual(&u, &pp) - pb.residual(&u, &pm)) / (2.0 * d);
-                for i in 0..3 {
-                    assert!(
-                        (fd[nv + i] - rp[(i, k)]).abs() < 1e-5 * (1.0 + rp[(i, k)].abs()),
-                        "dp {i} {k}: {} vs {}",
-                        fd[nv + i],
-                        rp[(i, k)]
-                    );
+                for i in 0..nl {
+                    assert_close(fd[nv + i], rp[(i, k)], &format!("dp {i} {k}"));
+                }
+            }
+        }
+    }
+
+    /// Rebuild `pb` with its block data replaced by `d`.
+    fn with_data(pb: &Problem, d: &DVector<f64>) -> Problem {
+        let mut out = pb.clone();
+        let mut i = 0;
+        for b in &mut out.blocks {
+            match b {
+                Block::Contact {
+                    gap, wn, wt, mu, ..
+                } => {
+                    (*gap, *wn, *wt, *mu) = (d[i], d[i + 1], d[i + 2], d[i + 3]);
+                    i += 4;
+                }
+                Block::Limit { dist, w, .. } => {
+                    (*dist, *w) = (d[i], d[i + 1]);
+                    i += 2;
+                }
+                Block::Servo { alpha, bias, .. } => {
+                    (*alpha, *bias) = (d[i], d[i + 1]);
+                    i += 2;
+                }
+                Block::Equality { c, compliance, .. } => {
+                    (*c, *compliance) = (d[i], d[i + 1]);
+                    i += 2;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn data_partials_match_central_differences() {
+        for gap in [-1e-3, 2e-3] {
+            let pb = toy(gap);
+            for (u, p) in points() {
+                let lin = pb.linearize(&u, &p, Friction::Exact);
+                let lag = pb.linearize(&u, &p, Friction::Lagged);
+                assert_eq!(lin.r_data, lag.r_data, "data partials do not depend on the mode");
+                let d0 = pb.data();
+                for k in 0..d0.len() {
+                    let h = 1e-7 * (1.0 + d0[k].abs());
+                    let (mut dp, mut dm) = (d0.clone(), d0.clone());
+                    dp[k] += h;
+                    dm[k] -= h;
+                    let fd = (with_data(&pb, &dp).constraint_residual(&u, &p)
+                        - with_data(&pb, &dm).constraint_residual(&u, &p))
+                        / (2.0 * h);
+                    for i in 0..pb.nl() {
+                        assert_close(fd[i], lin.r_data[(i, k)], &format!("gap {gap} d{k} row {i}"));
+                    }
                 }
             }
         }
     }
 
     #[test]
-    fn friction_weight_limits() {
+    fn friction_weight_limits_and_k_derivative() {
         // Sliding on the cone boundary: W = v / P.
-        let (w, ..) = friction_weight(2.0, 0.1, 0.1, 4.0);
-        assert!((w - 20.0).abs() < 1e-12, "{w}");
+        let fw = friction_weight(2.0, 0.1, 0.1, 4.0);
+        assert!((fw.w - 20.0).abs() < 1e-12, "{}", fw.w);
         // Sticking well inside the cone at tiny slip: W ≈ 0.
-        let (w, ..) = friction_weight(1e-6, 0.1, 0.05, 4.0);
-        assert!(w < 1e-9, "{w}");
+        assert!(friction_weight(1e-6, 0.1, 0.05, 4.0).w < 1e-9);
+        // ∂W/∂k against central differences.
+        for (v, cap, m, k) in [(0.3, 0.1, 0.08, 2.0), (0.01, 0.05, 0.06, 0.7)] {
+            let h = 1e-7;
+            let fd = (friction_weight(v, cap, m, k + h).w - friction_weight(v, cap, m, k - h).w)
+                / (2.0 * h);
+            let an = friction_weight(v, cap, m, k).dk;
+            assert!((fd - an).abs() < 1e-6 * (1.0 + an.abs()), "{fd} vs {an}");
+        }
     }
 }

@@ -7,7 +7,7 @@
 
 use nalgebra::DVector;
 
-use super::residual::Problem;
+use super::residual::{Friction, Problem};
 
 /// Solver settings (from [`super::NcpFbParams`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,9 +46,8 @@ pub struct Solution {
 /// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0).
 pub fn solve(pb: &Problem, s: &Settings) -> Solution {
     let nl = pb.nl();
-    let velocity = |p: &DVector<f64>| &pb.u_free + &pb.minv_jt * p;
-    let constraint_residual =
-        |u: &DVector<f64>, p: &DVector<f64>| pb.residual(u, p).rows(pb.nv(), nl).into_owned();
+    let velocity = |p: &DVector<f64>| pb.velocity(p);
+    let constraint_residual = |u: &DVector<f64>, p: &DVector<f64>| pb.constraint_residual(u, p);
     let mut p = DVector::zeros(nl);
     let mut u = velocity(&p);
     if nl == 0 {
@@ -67,10 +66,10 @@ pub fn solve(pb: &Problem, s: &Settings) -> Solution {
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
     for k in 0..s.iterations {
-        let (r, ru, rp) = pb.residual_and_jacobian(&u, &p);
-        let rc = r.rows(pb.nv(), nl).into_owned();
+        let lin = pb.linearize(&u, &p, Friction::Exact);
+        let rc = lin.r;
         let theta0 = rc.norm_squared();
-        let mut a = &ru * &pb.minv_jt + rp;
+        let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
         for i in 0..nl {
             a[(i, i)] += s.regularization * w_diag[i];
         }

@@ -1,0 +1,440 @@
+//! The adjoint of an `ncp_fb` rollout: gradients of a scalar loss of the states with respect
+//! to the initial state, every control and named model parameters, by one backward sweep
+//! (spec `ncp_fb_and_penalty.md` §2.6, eqs. (14)–(19), with the corrections of §7.6).
+//!
+//! # The step map and its derivative
+//!
+//! One step maps `x = (q⁻, v⁻, ctrl, θ)` to `(q⁺, u)` through the converged solution of
+//! `G(u, p; x) = 0`, with `G = [u − y(x, p); r_c(J(x) u, p; d(x))]`, `y = u_free + M⁻¹Jᵀp` the
+//! dynamics row (R1) and `r_c` the constraint rows ([`super::residual`]) whose data
+//! `d = (gaps, inverse weights, μ, servo terms, compliances)` come from the assembly at q⁻, and
+//! `q⁺ = integrate(q⁻, u, h)`. Implicit differentiation (spec eq. (14)–(17)): with
+//! `ḡ_u = ∂L/∂u + (∂q⁺/∂u)ᵀ ∂L/∂q⁺`, solve `G_zᵀ w = (ḡ_u, 0)`, which after eliminating the
+//! dynamics rows (spec eq. (18)–(19)) is
+//!
+//! `Aᵀ w_p = Bᵀ ḡ_u`,  `A = R_v J B + R_p`,  `B = M⁻¹Jᵀ`,  `w_u = ḡ_u − Jᵀ R_vᵀ w_p`,
+//!
+//! and `dL/dx = (∂q⁺/∂q⁻)ᵀ ∂L/∂q⁺ − wᵀ ∂G/∂x`. [`Mode::Exact`] uses the exact Jacobian of the
+//! converged residual, including ∂W/∂(v, p_n, p_f) and the FB partials, without the Newton-only
+//! regularization (§7.6): it is non-symmetric, and is solved directly (dense LU with partial
+//! pivoting, full pivoting as fallback), which is exact where per-contact block elimination or a
+//! Krylov method would be approximations of the same system. [`Mode::Lagged`] is the
+//! approximation of spec §2.6: W and the friction row scale frozen (`∂r_f/∂p_n = 0`), the
+//! Newton-only regularization kept in A; it is offered so that its error can be reported.
+//!
+//! `∂G/∂x` is chained through the assembly: `−wᵀ ∂G/∂x = c · ∂S/∂x` with
+//! `S = (y, J u, d)` at the fixed converged `(u, p)` and `c = (w_u, −R_vᵀ w_p, −R_dᵀ w_p)`,
+//! where `R_v = ∂r_c/∂(Ju)` and `R_d = ∂r_c/∂d` are analytic ([`Problem::linearize`]: every
+//! non-smooth function of the formulation, FB and W, is differentiated analytically). The
+//! assembly `S(x)` itself — mass matrix, bias forces, actuators, contact points, normals and
+//! gaps from collision at q⁻, lever arms — is smooth for a fixed contact set, and its
+//! directional derivatives along each input are taken by central differences (step
+//! [`ASSEMBLY_STEP`] relative, error ~1e-10 relative), as is `∂q⁺/∂(q⁻, u)` of the position
+//! integrator. Where a perturbation changes the contact set (a contact crossing the detection
+//! distance) the one-sided difference on the side that keeps it is used and counted in
+//! [`Gradient::one_sided`]; where neither side keeps it the input's term is dropped and counted
+//! in [`Gradient::dropped`]. The active set is otherwise the forward solution's (spec §2.6).
+//!
+//! # Memory
+//!
+//! The forward pass stores, per step, q⁻, v⁻, the controls and the converged impulses and
+//! velocity ([`TapeStep`]): O(nq + nv + nλ) per step, nothing per Newton iteration. The backward
+//! pass re-assembles each step at its stored state (deterministic, so the contact set is the
+//! forward one).
+
+use nalgebra::{DMatrix, DVector};
+
+use super::residual::{Friction, Problem};
+use super::{Assembly, NcpFb};
+use crate::dynamics::integrate_positions;
+use crate::formulation::StepReport;
+use crate::model::{ActuatorKind, Model, State};
+
+/// Relative step of the central differences of the smooth assembly (see the module doc).
+pub const ASSEMBLY_STEP: f64 = 1e-6;
+
+/// Which transposed system the backward pass solves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The exact derivative of the converged step map (spec §7.6).
+    Exact,
+    /// W frozen and the Newton-only regularization kept (spec §2.6), an approximation.
+    Lagged,
+}
+
+/// A model parameter the gradient is taken with respect to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parameter {
+    /// The sliding friction coefficient of every geom and explicit pair (so every contact's
+    /// mixed μ equals it), `friction[0]` (-).
+    Friction,
+    /// The position gain k_p of a position servo, by actuator index (N/m or N m/rad).
+    ServoKp(usize),
+    /// The velocity gain k_v of a servo, by actuator index (N s/m or N m s/rad).
+    ServoKv(usize),
+}
+
+impl Parameter {
+    /// Parse `friction`, `kp:<actuator>` or `kv:<actuator>` (actuator by name).
+    ///
+    /// # Errors
+    /// An unknown form or actuator name, naming the valid ones.
+    pub fn parse(model: &Model, s: &str) -> Result<Self, String> {
+        if s == "friction" {
+            return Ok(Parameter::Friction);
+        }
+        let actuator = |name: &str| {
+            model
+                .actuators
+                .iter()
+                .position(|a| a.name == name)
+                .ok_or_else(|| {
+                    let names: Vec<_> = model.actuators.iter().map(|a| a.name.as_str()).collect();
+                    format!("no actuator '{name}' (actuators: {})", names.join(", "))
+                })
+        };
+        match s.split_once(':') {
+            Some(("kp", name)) => Ok(Parameter::ServoKp(actuator(name)?)),
+            Some(("kv", name)) => Ok(Parameter::ServoKv(actuator(name)?)),
+            _ => Err(format!(
+                "unknown parameter '{s}': use friction, kp:<actuator> or kv:<actuator>"
+            )),
+        }
+    }
+
+    /// The parameter's value in `model` (for `Friction`, the first geom's).
+    pub fn get(&self, model: &Model) -> f64 {
+        match *self {
+            Parameter::Friction => model.geoms.first().map_or(0.0, |g| g.material.friction[0]),
+            Parameter::ServoKp(i) => match model.actuators[i].kind {
+                ActuatorKind::PositionServo { kp, .. } => kp,
+                _ => 0.0,
+            },
+            Parameter::ServoKv(i) => match model.actuators[i].kind {
+                ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => kv,
+                ActuatorKind::Motor => 0.0,
+            },
+        }
+    }
+
+    /// Set the parameter in `model`.
+    pub fn set(&self, model: &mut Model, value: f64) {
+        match *self {
+            Parameter::Friction => {
+                for g in &mut model.geoms {
+                    g.material.friction[0] = value;
+                }
+                for p in &mut model.pairs {
+                    p.friction[0] = value;
+                    p.friction[1] = value;
+                }
+            }
+            Parameter::ServoKp(i) => {
+                if let ActuatorKind::PositionServo { kp, .. } = &mut model.actuators[i].kind {
+                    *kp = value;
+                }
+            }
+            Parameter::ServoKv(i) => match &mut model.actuators[i].kind {
+                ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => {
+                    *kv = value
+                }
+                ActuatorKind::Motor => {}
+            },
+        }
+    }
+}
+
+/// What the forward pass keeps of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TapeStep {
+    /// Positions before the step (nq).
+    pub q: DVector<f64>,
+    /// Velocities before the step (nv).
+    pub v: DVector<f64>,
+    /// Controls of the step (one per actuator).
+    pub ctrl: Vec<f64>,
+    /// Converged impulses (nλ, N s).
+    pub p: DVector<f64>,
+    /// Velocity after the step (nv).
+    pub u: DVector<f64>,
+}
+
+/// A rollout with its tape.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    /// States x_0 … x_N (N + 1).
+    pub states: Vec<State>,
+    /// One entry per step (N).
+    pub tape: Vec<TapeStep>,
+    /// The step reports (N).
+    pub reports: Vec<StepReport>,
+    /// Time step (s).
+    pub h: f64,
+}
+
+/// Gradients of the loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gradient {
+    /// dL/dq₀ (nq; raw coordinates, quaternions included).
+    pub q0: DVector<f64>,
+    /// dL/dv₀ (nv).
+    pub v0: DVector<f64>,
+    /// dL/dctrl_k for each step (N × n_actuators).
+    pub controls: Vec<DVector<f64>>,
+    /// dL/dθ for each requested parameter.
+    pub params: Vec<f64>,
+    /// Assembly derivatives taken one-sided because a perturbation changed the contact set.
+    pub one_sided: usize,
+    /// Assembly derivatives dropped because both perturbations changed the contact set.
+    pub dropped: usize,
+}
+
+/// Run `n` steps from `initial` with `controls[k]` at step k (missing steps: zero controls),
+/// keeping the tape. A diverged step ends the rollout early.
+pub fn rollout(
+    f: &mut NcpFb,
+    model: &Model,
+    initial: &State,
+    controls: &[Vec<f64>],
+    n: usize,
+    h: f64,
+) -> Rollout {
+    let mut s = initial.clone();
+    let mut out = Rollout {
+        states: vec![s.clone()],
+        tape: Vec::with_capacity(n),
+        reports: Vec::with_capacity(n),
+        h,
+    };
+    let zero = vec![0.0; model.actuators.len()];
+    for k in 0..n {
+        let ctrl = controls.get(k).unwrap_or(&zero).clone();
+        let (q, v) = (s.q.clone(), s.v.clone());
+        let (report, detail) = f.step_detail(model, &mut s, &ctrl, h);
+        let diverged = report.diverged.is_some();
+        out.reports.push(report);
+        let Some(detail) = detail else { break };
+        out.tape.push(TapeStep {
+            q,
+            v,
+            ctrl,
+            p: detail.solution.p,
+            u: detail.solution.u,
+        });
+        out.states.push(s.clone());
+        if diverged {
+            break;
+        }
+    }
+    out
+}
+
+/// The inputs of one step, flattened: (q⁻, v⁻, ctrl, θ).
+struct StepInputs<'a> {
+    model: &'a Model,
+    step: &'a TapeStep,
+    params: &'a [Parameter],
+}
+
+impl StepInputs<'_> {
+    fn len(&self) -> usize {
+        self.model.nq + self.model.nv + self.step.ctrl.len() + self.params.len()
+    }
+
+    /// Value of input i and the assembly with input i moved by `delta`.
+    fn value(&self, i: usize) -> f64 {
+        let (nq, nv, nu) = (self.model.nq, self.model.nv, self.step.ctrl.len());
+        if i < nq {
+            self.step.q[i]
+        } else if i < nq + nv {
+            self.step.v[i - nq]
+        } else if i < nq + nv + nu {
+            self.step.ctrl[i - nq - nv]
+        } else {
+            self.params[i - nq - nv - nu].get(self.model)
+        }
+    }
+
+    fn assemble(&self, f: &NcpFb, i: usize, delta: f64, h: f64) -> Result<Assembly, String> {
+        let (nq, nv, nu) = (self.model.nq, self.model.nv, self.step.ctrl.len());
+        let (mut q, mut v, mut ctrl) = (self.step.q.clone(), self.step.v.clone(), self.step.ctrl.clone());
+        if i < nq {
+            q[i] += delta;
+        } else if i < nq + nv {
+            v[i - nq] += delta;
+        } else if i < nq + nv + nu {
+            ctrl[i - nq - nv] += delta;
+        } else {
+            let par = &self.params[i - nq - nv - nu];
+            let mut model = self.model.clone();
+            par.set(&mut model, par.get(self.model) + delta);
+            return f.assemble(&model, &q, &v, &ctrl, h, 0.0);
+        }
+        f.assemble(self.model, &q, &v, &ctrl, h, 0.0)
+    }
+}
+
+/// `S = (u_free + M⁻¹Jᵀp, J u, d)` of an assembly at the fixed `(u, p)`.
+fn smooth_outputs(pb: &Problem, u: &DVector<f64>, p: &DVector<f64>) -> DVector<f64> {
+    let y = pb.velocity(p);
+    let ju = &pb.j * u;
+    let d = pb.data();
+    let mut s = DVector::zeros(y.len() + ju.len() + d.len());
+    s.rows_mut(0, y.len()).copy_from(&y);
+    s.rows_mut(y.len(), ju.len()).copy_from(&ju);
+    s.rows_mut(y.len() + ju.len(), d.len()).copy_from(&d);
+    s
+}
+
+/// VJP of `q⁺ = integrate(q⁻, u, h)` by central differences: `((∂q⁺/∂q⁻)ᵀ g, (∂q⁺/∂u)ᵀ g)`.
+fn integrate_vjp(
+    model: &Model,
+    q: &DVector<f64>,
+    u: &DVector<f64>,
+    h: f64,
+    g: &DVector<f64>,
+) -> (DVector<f64>, DVector<f64>) {
+    let integ = |q: &DVector<f64>, u: &DVector<f64>| {
+        let mut out = q.clone();
+        integrate_positions(model, &mut out, u, h);
+        out
+    };
+    let dq = DVector::from_fn(model.nq, |i, _| {
+        let d = ASSEMBLY_STEP * q[i].abs().max(1.0);
+        let (mut qp, mut qm) = (q.clone(), q.clone());
+        qp[i] += d;
+        qm[i] -= d;
+        g.dot(&(integ(&qp, u) - integ(&qm, u))) / (2.0 * d)
+    });
+    let du = DVector::from_fn(model.nv, |i, _| {
+        let d = ASSEMBLY_STEP * u[i].abs().max(1.0);
+        let (mut up, mut um) = (u.clone(), u.clone());
+        up[i] += d;
+        um[i] -= d;
+        g.dot(&(integ(q, &up) - integ(q, &um))) / (2.0 * d)
+    });
+    (dq, du)
+}
+
+/// Solve `Aᵀ x = b` densely (LU, full pivoting as fallback).
+fn solve_transposed(a: &DMatrix<f64>, b: &DVector<f64>) -> DVector<f64> {
+    let at = a.transpose();
+    match at.clone().lu().solve(b) {
+        Some(x) if x.iter().all(|v| v.is_finite()) => x,
+        _ => at
+            .full_piv_lu()
+            .solve(b)
+            .filter(|x| x.iter().all(|v| v.is_finite()))
+            .unwrap_or_else(|| DVector::zeros(b.len())),
+    }
+}
+
+/// One backward sweep over `rollout` for the loss whose partials with respect to state k
+/// (k = 0…N) are `state_grad(k, &states[k]) = (∂L/∂q_k, ∂L/∂v_k)`. A loss term on the
+/// controls adds its own partials to [`Gradient::controls`]. `params` are the model parameters
+/// to differentiate with respect to (values as in `model`).
+pub fn backward(
+    f: &NcpFb,
+    model: &Model,
+    rollout: &Rollout,
+    params: &[Parameter],
+    mode: Mode,
+    state_grad: &dyn Fn(usize, &State) -> (DVector<f64>, DVector<f64>),
+) -> Gradient {
+    let h = rollout.h;
+    let n = rollout.tape.len();
+    let (mut gq, mut gv) = state_grad(n, &rollout.states[n]);
+    let mut out = Gradient {
+        q0: DVector::zeros(model.nq),
+        v0: DVector::zeros(model.nv),
+        controls: vec![DVector::zeros(model.actuators.len()); n],
+        params: vec![0.0; params.len()],
+        one_sided: 0,
+        dropped: 0,
+    };
+    for k in (0..n).rev() {
+        let step = &rollout.tape[k];
+        let (dq_direct, du) = integrate_vjp(model, &step.q, &step.u, h, &gq);
+        let g_u = &gv + du;
+        let Ok(asm) = f.assemble(model, &step.q, &step.v, &step.ctrl, h, 0.0) else {
+            break;
+        };
+        let pb = &asm.problem;
+        let (u, p) = (&step.u, &step.p);
+        let (nv, nl) = (model.nv, pb.nl());
+        // The transposed system (module doc).
+        let (w_u, c) = if nl == 0 {
+            (g_u.clone(), DVector::zeros(0))
+        } else {
+            let friction = match mode {
+                Mode::Exact => Friction::Exact,
+                Mode::Lagged => Friction::Lagged,
+            };
+            let lin = pb.linearize(u, p, friction);
+            let jb = &pb.j * &pb.minv_jt;
+            let mut a = &lin.r_vel * &jb + &lin.r_p;
+            if mode == Mode::Lagged {
+                for i in 0..nl {
+                    a[(i, i)] += f.params.regularization * jb[(i, i)];
+                }
+            }
+            let w_p = solve_transposed(&a, &(pb.minv_jt.transpose() * &g_u));
+            let rv_w = lin.r_vel.transpose() * &w_p;
+            let w_u = &g_u - pb.j.transpose() * &rv_w;
+            let rd_w = lin.r_data.transpose() * &w_p;
+            let mut c = DVector::zeros(nv + nl + rd_w.len());
+            c.rows_mut(0, nv).copy_from(&w_u);
+            c.rows_mut(nv, nl).copy_from(&(-rv_w));
+            c.rows_mut(nv + nl, rd_w.len()).copy_from(&(-rd_w));
+            (w_u, c)
+        };
+        // dL/dx_i = direct + c · ∂S/∂x_i (S = (y, Ju, d)); with no rows S = y = u_free.
+        let inputs = StepInputs {
+            model,
+            step,
+            params,
+        };
+        let c_full = if nl == 0 { w_u.clone() } else { c };
+        let s0 = smooth_outputs(pb, u, p);
+        let mut grad = DVector::zeros(inputs.len());
+        for i in 0..inputs.len() {
+            let d = ASSEMBLY_STEP * inputs.value(i).abs().max(1.0);
+            let side = |sign: f64| {
+                inputs
+                    .assemble(f, i, sign * d, h)
+                    .ok()
+                    .filter(|a| a.same_structure(&asm))
+                    .map(|a| smooth_outputs(&a.problem, u, p))
+            };
+            let ds = match (side(1.0), side(-1.0)) {
+                (Some(sp), Some(sm)) => (sp - sm) / (2.0 * d),
+                (Some(sp), None) => {
+                    out.one_sided += 1;
+                    (sp - &s0) / d
+                }
+                (None, Some(sm)) => {
+                    out.one_sided += 1;
+                    (&s0 - sm) / d
+                }
+                (None, None) => {
+                    out.dropped += 1;
+                    continue;
+                }
+            };
+            grad[i] = c_full.dot(&ds);
+        }
+        let (nq, nu) = (model.nq, step.ctrl.len());
+        gq = dq_direct + grad.rows(0, nq);
+        gv = grad.rows(nq, nv).into_owned();
+        out.controls[k] = grad.rows(nq + nv, nu).into_owned();
+        for (j, g) in out.params.iter_mut().enumerate() {
+            *g += grad[nq + nv + nu + j];
+        }
+        let (lq, lv) = state_grad(k, &rollout.states[k]);
+        gq += lq;
+        gv += lv;
+    }
+    out.q0 = gq;
+    out.v0 = gv;
+    out
+}
