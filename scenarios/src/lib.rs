@@ -15,6 +15,7 @@ use contactlab_solvers::{Model, ModelError, State};
 
 pub mod benchmark;
 pub mod closed_form;
+pub mod gradcheck;
 pub mod mjcf;
 
 /// Open-loop controls: `u(t, state)` returns one value per actuator.

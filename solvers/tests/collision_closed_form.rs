@@ -775,3 +775,51 @@ fn sphere_above_sloped_height_field() {
         assert_eq!(cs[0].geoms, [0, 1]);
     }
 }
+
+/// A wheel (cylinder, axis along world y) resting across the top edge of a box, at 720 spin
+/// angles: every contact point of the pair is distinct (parry's clipping can emit the same
+/// point twice, which would count one contact twice: double stiffness for soft models, a
+/// singular Delassus block for hard ones), and the gaps are the closed-form ones (the wheel's
+/// lowest generator 1 mm into the box top).
+#[test]
+fn cylinder_across_a_box_edge_gives_distinct_points() {
+    let (r, half) = (0.35, 0.05);
+    let box_half = Vec3::new(0.37, 0.575, 0.06);
+    let mut seen_contacts = 0;
+    for i in 0..720 {
+        let spin = i as f64 * std::f64::consts::PI / 360.0;
+        // Axis along y: rotate the cylinder's local z (its axis) onto y, then spin about y.
+        let quat = rot([0.0, 1.0, 0.0], spin) * rot([1.0, 0.0, 0.0], -std::f64::consts::FRAC_PI_2);
+        let world = vec![placed(
+            Geom::new("block", 0, GeomShape::Box { half: box_half }),
+            Quat::identity(),
+            Vec3::new(1.37, 0.0, 0.06),
+        )];
+        let centre = Vec3::new(1.0324, 0.365, 0.12 + r - 1e-3);
+        let (_, contacts) = one_body(
+            world,
+            GeomShape::Cylinder {
+                radius: r,
+                half_length: half,
+            },
+            centre,
+            quat,
+        );
+        seen_contacts += contacts.len();
+        for (a, ca) in contacts.iter().enumerate() {
+            assert!((ca.gap + 1e-3).abs() < 1e-6, "spin {spin}: gap {}", ca.gap);
+            for cb in &contacts[a + 1..] {
+                assert!(
+                    (ca.point - cb.point).norm() > 1e-6,
+                    "spin {spin}: duplicate point {:?} in {:?}",
+                    ca.point,
+                    contacts.iter().map(|c| c.point).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    assert!(
+        seen_contacts >= 2 * 720,
+        "{seen_contacts} contacts over 720 poses"
+    );
+}

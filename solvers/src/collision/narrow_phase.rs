@@ -28,6 +28,12 @@
 //!   lying cylinder agree, the point locations on the cap do not.
 //! * sphere–mesh: parry's composite manifolds (one per triangle in reach).
 //!
+//! A point within [`DUPLICATE_DISTANCE`] of a point already reported for the same pair, with
+//! the same normal, is dropped (the deeper one is kept): parry's polygon clipping can emit a
+//! vertex twice (a cylinder lying across a box edge gives the same rim point two times at many
+//! spin angles), and a duplicated point would count one contact twice (twice the stiffness of
+//! a soft contact, a singular Delassus block for hard contact).
+//!
 //! Plane–sphere and plane–box are the exception: they use MuJoCo's own formulas and order of
 //! operations ([`super::plane_primitives`] explains why).
 //!
@@ -43,6 +49,9 @@ use super::plane_primitives::{plane_box, plane_sphere};
 use super::{Contact, MixedMaterial};
 use crate::kinematics::Kinematics;
 use crate::model::{Model, Vec3};
+
+/// Contact points of one pair closer than this (m) with parallel normals are one contact.
+pub const DUPLICATE_DISTANCE: f64 = 1e-9;
 
 fn to_na(v: PVec) -> Vec3 {
     Vec3::new(v.x, v.y, v.z)
@@ -85,6 +94,7 @@ pub fn collide_pair(
         return;
     }
     let bodies = [model.geoms[g0].body, model.geoms[g1].body];
+    let first = out.len();
     for m in &manifolds {
         // Composite shapes may report the points in a sub-shape's frame.
         let sub0 = m.subshape_pos1().map_or(pose0, |p| pose0 * *p);
@@ -97,10 +107,20 @@ pub fn collide_pair(
             }
             let p0 = to_na(sub0 * pt.local_p1);
             let p1 = to_na(sub1 * pt.local_p2);
+            let point = (p0 + p1) * 0.5;
+            let same = out[first..].iter().position(|c| {
+                (c.point - point).norm() <= DUPLICATE_DISTANCE && c.normal().dot(&n) > 1.0 - 1e-12
+            });
+            if let Some(i) = same {
+                if pt.dist < out[first + i].gap {
+                    out[first + i].gap = pt.dist;
+                }
+                continue;
+            }
             out.push(Contact {
                 geoms: [g0, g1],
                 bodies,
-                point: (p0 + p1) * 0.5,
+                point,
                 frame,
                 gap: pt.dist,
                 material: *material,

@@ -257,7 +257,11 @@ impl StepInputs<'_> {
 
     fn assemble(&self, f: &NcpFb, i: usize, delta: f64, h: f64) -> Result<Assembly, String> {
         let (nq, nv, nu) = (self.model.nq, self.model.nv, self.step.ctrl.len());
-        let (mut q, mut v, mut ctrl) = (self.step.q.clone(), self.step.v.clone(), self.step.ctrl.clone());
+        let (mut q, mut v, mut ctrl) = (
+            self.step.q.clone(),
+            self.step.v.clone(),
+            self.step.ctrl.clone(),
+        );
         if i < nq {
             q[i] += delta;
         } else if i < nq + nv {

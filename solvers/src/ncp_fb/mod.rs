@@ -72,9 +72,9 @@
 //! forces in f_s), equality rows (equalities are ignored: [`NcpFb::ignores_equalities`]),
 //! joint friction loss, torsional and rolling friction.
 
+pub mod adjoint;
 pub mod params;
 pub mod residual;
-pub mod adjoint;
 pub mod solve;
 
 use nalgebra::{DMatrix, DVector, Vector3};
@@ -210,7 +210,14 @@ impl NcpFb {
         if !model.options.disable.limit {
             for r in limit_rows(model, q, v, f64::INFINITY) {
                 let row = rows.len();
-                pending.push((Block::Limit { row, dist: r.pos, w: 0.0 }, None));
+                pending.push((
+                    Block::Limit {
+                        row,
+                        dist: r.pos,
+                        w: 0.0,
+                    },
+                    None,
+                ));
                 rows.push(r.jac);
             }
         }

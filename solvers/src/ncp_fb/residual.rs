@@ -322,7 +322,12 @@ impl Problem {
         self.evaluate(u, p, Some(mode))
     }
 
-    fn evaluate(&self, u: &DVector<f64>, p: &DVector<f64>, mode: Option<Friction>) -> Linearization {
+    fn evaluate(
+        &self,
+        u: &DVector<f64>,
+        p: &DVector<f64>,
+        mode: Option<Friction>,
+    ) -> Linearization {
         let (nl, h) = (self.nl(), self.h);
         let nd = if mode.is_some() { self.n_data() } else { 0 };
         let dim = if mode.is_some() { nl } else { 0 };
@@ -335,7 +340,7 @@ impl Problem {
         let jac = mode.is_some();
         let vel = &self.j * u;
         let mut col = 0; // first data column of the current block
-        // A complementarity row: r = φ_ε(gap + h v, h w p) / h; data columns (gap, w).
+                         // A complementarity row: r = φ_ε(gap + h v, h w p) / h; data columns (gap, w).
         let comp = |row: usize, gap: f64, w: f64, col: usize, lin: &mut Linearization| {
             let (phi, da, db) = fb(gap + h * vel[row], h * w * p[row], self.eps_fb);
             lin.r[row] = phi / h;
@@ -643,7 +648,10 @@ mod tests {
             for (u, p) in points() {
                 let lin = pb.linearize(&u, &p, Friction::Exact);
                 let lag = pb.linearize(&u, &p, Friction::Lagged);
-                assert_eq!(lin.r_data, lag.r_data, "data partials do not depend on the mode");
+                assert_eq!(
+                    lin.r_data, lag.r_data,
+                    "data partials do not depend on the mode"
+                );
                 let d0 = pb.data();
                 for k in 0..d0.len() {
                     let h = 1e-7 * (1.0 + d0[k].abs());
@@ -654,7 +662,11 @@ mod tests {
                         - with_data(&pb, &dm).constraint_residual(&u, &p))
                         / (2.0 * h);
                     for i in 0..pb.nl() {
-                        assert_close(fd[i], lin.r_data[(i, k)], &format!("gap {gap} d{k} row {i}"));
+                        assert_close(
+                            fd[i],
+                            lin.r_data[(i, k)],
+                            &format!("gap {gap} d{k} row {i}"),
+                        );
                     }
                 }
             }

@@ -1,0 +1,131 @@
+//! The `ncp_fb` adjoint: accuracy of the exact and lagged variants against central finite
+//! differences on the issue's gradient cases, and the peak resident memory of an adjoint
+//! rollout at 8 and 64 Newton iterations (issue "ncp_fb", Done when).
+//!
+//! `cargo bench -p contactlab-scenarios --bench ncp_fb_adjoint`. The memory runs happen in
+//! child processes (this binary re-run with `NCP_FB_MEMORY_CHILD=<iterations>`) so that each
+//! peak (VmHWM of /proc/self/status, Linux) is its own.
+
+use std::process::Command;
+
+use contactlab_scenarios::build;
+use contactlab_scenarios::gradcheck::{compare, issue_cases};
+use contactlab_solvers::ncp_fb::adjoint::{self, Mode};
+use contactlab_solvers::ncp_fb::{NcpFb, NcpFbParams};
+use nalgebra::DVector;
+use serde_json::json;
+
+const CHILD: &str = "NCP_FB_MEMORY_CHILD";
+
+/// Peak resident set size of this process (KiB), Linux only.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// box_traversal, all wheels commanded forward, 6 s at h = 5 ms (1200 steps), exactly
+/// `iterations` Newton iterations per step (k_min = iterations, tolerances 0), then one exact
+/// backward sweep for the final chassis x with respect to the start, controls and μ.
+fn memory_child(iterations: usize) {
+    let scene = build("box_traversal", &json!({})).expect("box_traversal builds");
+    let mut f = NcpFb::new(NcpFbParams {
+        newton_iterations: iterations,
+        k_min: iterations,
+        tolerance: 0.0,
+        ncp_tolerance: 0.0,
+        ..NcpFbParams::default()
+    })
+    .expect("valid parameters");
+    let (h, n) = (0.005, 1200);
+    let controls = vec![vec![2.0; scene.model.actuators.len()]; n];
+    let r = adjoint::rollout(&mut f, &scene.model, &scene.initial, &controls, n, h);
+    let iters: usize = r.reports.iter().map(|r| r.iterations).sum();
+    let (nq, nv) = (scene.model.nq, scene.model.nv);
+    let g = adjoint::backward(
+        &f,
+        &scene.model,
+        &r,
+        &[adjoint::Parameter::Friction],
+        Mode::Exact,
+        &|k, _| {
+            let mut a = DVector::zeros(nq);
+            if k == r.tape.len() {
+                a[0] = 1.0;
+            }
+            (a, DVector::zeros(nv))
+        },
+    );
+    println!(
+        "{} {} {} {} {:.6e}",
+        peak_rss_kib().unwrap_or(0),
+        r.tape.len(),
+        iters,
+        r.states.last().map_or(f64::NAN, |s| s.q[0]),
+        g.params[0]
+    );
+}
+
+fn main() {
+    if let Ok(it) = std::env::var(CHILD) {
+        memory_child(it.parse().expect("iterations"));
+        return;
+    }
+
+    println!("ncp_fb adjoint vs central finite differences (best FD step of 1e-3..1e-7)");
+    println!(
+        "{:<36} {:>12} {:>10} {:>12} {:>10}",
+        "case", "exact rel", "exact cos", "lagged rel", "lagged cos"
+    );
+    for case in issue_cases() {
+        let exact = case.adjoint(Mode::Exact);
+        let lagged = case.adjoint(Mode::Lagged);
+        let fd = case.finite_differences(&exact.gradient);
+        let (ce, cl) = (
+            compare(&exact.gradient, &fd),
+            compare(&lagged.gradient, &fd),
+        );
+        println!(
+            "{:<36} {:>12.3e} {:>10.7} {:>12.3e} {:>10.7}",
+            case.name, ce.max_relative, ce.cosine, cl.max_relative, cl.cosine
+        );
+    }
+
+    println!(
+        "\npeak RSS of an adjoint rollout (box_traversal, 1200 steps at 5 ms, forward + backward)"
+    );
+    let exe = std::env::current_exe().expect("own path");
+    let mut peaks = Vec::new();
+    for iterations in [8usize, 64] {
+        let out = Command::new(&exe)
+            .env(CHILD, iterations.to_string())
+            .output()
+            .expect("child runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        if !out.status.success() || fields.len() < 5 {
+            println!(
+                "  {iterations} Newton iterations: child failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            continue;
+        }
+        let kib: f64 = fields[0].parse().unwrap_or(f64::NAN);
+        println!(
+            "  {iterations:>2} Newton iterations per step: peak RSS {:.1} MiB ({} steps, {} iterations in all, final x {} m, dx/dmu {})",
+            kib / 1024.0,
+            fields[1],
+            fields[2],
+            fields[3],
+            fields[4]
+        );
+        peaks.push(kib);
+    }
+    if let [a, b] = peaks[..] {
+        println!(
+            "  ratio 64 / 8: {:.4} (within 5 %: {})",
+            b / a,
+            (b / a - 1.0).abs() <= 0.05
+        );
+    }
+}
