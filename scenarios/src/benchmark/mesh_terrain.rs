@@ -4,7 +4,7 @@
 //! **Terrain.** Either procedural ([`crate::terrain`]: a seeded sum of `layers` sine-product
 //! layers of amplitude `amplitude`, roughness `roughness`, first wavelength `wavelength`,
 //! sampled on a `grid × grid`-cell grid over `extent × extent` m centred on the origin; by
-//! default 80 × 80 cells over 24 × 24 m, 12,800 triangles, |h| ≤ 0.2 m), or loaded from an
+//! default 80 × 80 cells over 24 × 24 m, 12,800 triangles, |h| ≤ 0.3 m), or loaded from an
 //! OBJ / STL file (`mesh_file`, z up, coordinates times `mesh_scale` in m, placed as given in
 //! the world). The terrain is one static geom, `terrain`, on the world body.
 //!
@@ -127,7 +127,7 @@ impl Default for MeshTerrainParams {
             mesh_file: String::new(),
             mesh_scale: 1.0,
             collider: Collider::Trimesh,
-            amplitude: 0.2,
+            amplitude: 0.3,
             roughness: 0.5,
             layers: 3,
             wavelength: 6.0,
@@ -270,7 +270,7 @@ const PARAMS: [ParamDoc; 29] = with_robot_params([
     ParamDoc { name: "mesh_file", default: "\"\"", unit: "-", doc: "terrain .obj or .stl file (z up); empty: procedural terrain" },
     ParamDoc { name: "mesh_scale", default: "1.0", unit: "m/unit", doc: "scale of the file's coordinates" },
     ParamDoc { name: "collider", default: "trimesh", unit: "-", doc: "trimesh (parry TriMesh) or heightfield (parry HeightField, procedural terrain only)" },
-    ParamDoc { name: "amplitude", default: "0.2", unit: "m", doc: "procedural terrain: bound on |height|" },
+    ParamDoc { name: "amplitude", default: "0.3", unit: "m", doc: "procedural terrain: bound on |height|" },
     ParamDoc { name: "roughness", default: "0.5", unit: "-", doc: "procedural terrain: amplitude ratio of successive layers (each of half the wavelength)" },
     ParamDoc { name: "layers", default: "3", unit: "-", doc: "procedural terrain: number of sine-product layers" },
     ParamDoc { name: "wavelength", default: "6.0", unit: "m", doc: "procedural terrain: wavelength of the first layer" },
