@@ -17,10 +17,10 @@
 //! BVH, then the triangles in reach, `solvers/src/collision/narrow_phase.rs`).
 //!
 //! **Start.** The chassis origin starts above `start` (m, world x, y) facing `start_yaw`
-//! (degrees), level, dropped onto the terrain: the robot is placed well above the terrain and
-//! lowered until its first geom would touch it (parry's shape cast of each robot geom straight
-//! down against the terrain), then raised by [`START_CLEARANCE`]; it settles onto its wheels in
-//! the first tenths of a second.
+//! (degrees), set down on the terrain ([`start_pose`]): tilted to the plane of the three
+//! wheels' touch-down points (parry shape casts of each wheel straight down against the
+//! terrain), lowered until its first geom touches, then raised by [`START_CLEARANCE`]. The other
+//! wheels are then within a few mm of the ground and the robot settles in the first steps.
 //!
 //! **Controls, state, task.** As `box_traversal` (frames in [`super::wheeled_robot`]): one
 //! velocity command per wheel, clamped to ±`wheel_speed`; for gradient studies a
@@ -39,15 +39,16 @@ use contactlab_solvers::collision::broad_phase::shape_pose;
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
 use contactlab_solvers::kinematics::forward_kinematics;
-use contactlab_solvers::model::{Geom, ModelParts};
+use contactlab_solvers::model::{Geom, ModelParts, Quat, Vec3};
 use contactlab_solvers::{Model, State};
 use parry3d_f64::math::Vector as PVec;
 use parry3d_f64::query::{cast_shapes, ShapeCastOptions};
+use nalgebra::UnitQuaternion;
 use serde::{Deserialize, Serialize};
 
 use super::wheeled_robot::{
     full_forward, parse_with_robot, pose_loss, pose_success, with_robot_params, Pose2,
-    WheeledRobot,
+    WheeledRobot, WHEEL_GEOMS,
 };
 use super::{bad, material, model, non_negative, positive};
 use crate::terrain::{load_terrain_mesh, ProceduralTerrain};
@@ -204,63 +205,98 @@ pub fn face_count(shape: &GeomShape) -> usize {
     }
 }
 
-/// The chassis height z (m) that puts the robot of `model` (chassis at `start`, level) at
-/// [`START_CLEARANCE`] above the terrain geom `terrain` (module doc, "Start").
-///
-/// # Errors
-/// A message when no robot geom lies above the terrain at `start`.
-pub fn drop_height(
-    model: &Model,
-    robot: &WheeledRobot,
-    start: &Pose2,
-    terrain: usize,
-) -> Result<f64, String> {
+/// For each geom in `geoms` at configuration `q`: how far (m) it can move straight down
+/// before touching the terrain geom `terrain` (parry shape cast, within `reach`), `None` if it
+/// is not above the terrain.
+fn drops(model: &Model, q: &nalgebra::DVector<f64>, terrain: usize, geoms: &[usize], reach: f64) -> Result<Vec<Option<f64>>, String> {
     let shapes = &model.collision_shapes;
-    let place = |z: f64| forward_kinematics(model, &robot.initial_state(model, start, z).q);
-    let kin0 = place(0.0);
-    let t_pose = shape_pose(&kin0, &shapes[terrain], terrain);
-    let t_box = shapes[terrain].shape.compute_aabb(&t_pose);
-    let robot_geoms: Vec<usize> = (0..model.geoms.len())
-        .filter(|&g| model.geoms[g].body != 0)
-        .collect();
-    let lowest = robot_geoms
-        .iter()
-        .map(|&g| shapes[g].shape.compute_aabb(&shape_pose(&kin0, &shapes[g], g)).mins.z)
-        .fold(f64::INFINITY, f64::min);
-    // Start with the robot's lowest point 0.5 m above the terrain's highest.
-    let z0 = t_box.maxs.z - lowest + 0.5;
-    let kin = place(z0);
-    let fall = z0 + 0.5 - t_box.mins.z;
+    let kin = forward_kinematics(model, q);
+    let t_pose = shape_pose(&kin, &shapes[terrain], terrain);
     let options = ShapeCastOptions {
-        max_time_of_impact: fall,
+        max_time_of_impact: reach,
         target_distance: 0.0,
         stop_at_penetration: true,
         compute_impact_geometry_on_penetration: false,
     };
-    let mut drop = f64::INFINITY;
-    for &g in &robot_geoms {
-        let pose = shape_pose(&kin, &shapes[g], g);
-        let hit = cast_shapes(
-            &pose,
-            PVec::new(0.0, 0.0, -1.0),
-            &*shapes[g].shape.0,
-            &t_pose,
-            PVec::new(0.0, 0.0, 0.0),
-            &*shapes[terrain].shape.0,
-            options,
-        )
-        .map_err(|_| format!("parry cannot cast geom '{}' on the terrain", model.geoms[g].name))?;
-        if let Some(hit) = hit {
-            drop = drop.min(hit.time_of_impact);
-        }
+    geoms
+        .iter()
+        .map(|&g| {
+            cast_shapes(
+                &shape_pose(&kin, &shapes[g], g),
+                PVec::new(0.0, 0.0, -1.0),
+                &*shapes[g].shape.0,
+                &t_pose,
+                PVec::new(0.0, 0.0, 0.0),
+                &*shapes[terrain].shape.0,
+                options,
+            )
+            .map(|hit| hit.map(|h| h.time_of_impact))
+            .map_err(|_| format!("parry cannot cast geom '{}' on the terrain", model.geoms[g].name))
+        })
+        .collect()
+}
+
+/// The chassis pose that sets the robot of `model` down on the terrain geom `terrain` at
+/// `start` (module doc, "Start"): position (m, world) and orientation.
+///
+/// With the chassis level at yaw `start.yaw` and well above the terrain, each wheel is cast
+/// straight down to the terrain; the chassis is then tilted so that its xy plane is parallel
+/// to the plane through the three lowered wheel centres (the smallest rotation taking +z to
+/// that plane's normal, applied after the yaw), and the tilted robot is lowered until its
+/// first geom touches, then raised by [`START_CLEARANCE`].
+///
+/// # Errors
+/// A message when a wheel is not above the terrain at `start`.
+pub fn start_pose(
+    model: &Model,
+    robot: &WheeledRobot,
+    start: &Pose2,
+    terrain: usize,
+) -> Result<(Vec3, Quat), String> {
+    let shapes = &model.collision_shapes;
+    let robot_geoms: Vec<usize> = (0..model.geoms.len())
+        .filter(|&g| model.geoms[g].body != 0)
+        .collect();
+    let wheels: Vec<usize> = WHEEL_GEOMS
+        .iter()
+        .map(|w| model.geom_id(w).expect("the robot has its wheels"))
+        .collect();
+    let not_above = || format!("the robot at start ({}, {}) m is not above the terrain", start.x, start.y);
+    // Height at which every robot geom is 0.5 m above the terrain's top, for orientation `quat`.
+    let above = |quat: &Quat| {
+        let kin0 = forward_kinematics(model, &robot.state_at(model, &Vec3::new(start.x, start.y, 0.0), quat).q);
+        let t_box = shapes[terrain].shape.compute_aabb(&shape_pose(&kin0, &shapes[terrain], terrain));
+        let lowest = robot_geoms
+            .iter()
+            .map(|&g| shapes[g].shape.compute_aabb(&shape_pose(&kin0, &shapes[g], g)).mins.z)
+            .fold(f64::INFINITY, f64::min);
+        (t_box.maxs.z - lowest + 0.5, t_box.maxs.z - t_box.mins.z + 1.0 - lowest.min(0.0))
+    };
+    let level: Quat = UnitQuaternion::from_axis_angle(&Vec3::z_axis(), start.yaw);
+    let (z0, reach) = above(&level);
+    let q0 = robot.state_at(model, &Vec3::new(start.x, start.y, z0), &level).q;
+    let kin0 = forward_kinematics(model, &q0);
+    let wheel_drops = drops(model, &q0, terrain, &wheels, reach)?;
+    let mut p = Vec::with_capacity(3);
+    for (&g, d) in wheels.iter().zip(&wheel_drops) {
+        p.push(kin0.geom_xpos[g] - Vec3::z() * d.ok_or_else(not_above)?);
     }
+    let mut n = (p[0] - p[2]).cross(&(p[1] - p[2]));
+    if n.z < 0.0 {
+        n = -n;
+    }
+    let tilt = UnitQuaternion::rotation_between(&Vec3::z(), &n).unwrap_or_else(UnitQuaternion::identity);
+    let quat = tilt * level;
+    let (z1, reach) = above(&quat);
+    let q1 = robot.state_at(model, &Vec3::new(start.x, start.y, z1), &quat).q;
+    let drop = drops(model, &q1, terrain, &robot_geoms, reach)?
+        .into_iter()
+        .flatten()
+        .fold(f64::INFINITY, f64::min);
     if !drop.is_finite() {
-        return Err(format!(
-            "the robot at start ({}, {}) m is not above the terrain",
-            start.x, start.y
-        ));
+        return Err(not_above());
     }
-    Ok(z0 - drop + START_CLEARANCE)
+    Ok((Vec3::new(start.x, start.y, z1 - drop + START_CLEARANCE), quat))
 }
 
 /// `mesh_terrain`'s own parameters followed by the robot's.
@@ -358,8 +394,8 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     let m = model(name, parts)?;
 
     let start = p.start_pose();
-    let z = drop_height(&m, robot, &start, 0).map_err(|e| bad(name, e))?;
-    let initial = robot.initial_state(&m, &start, z);
+    let (pos, quat) = start_pose(&m, robot, &start, 0).map_err(|e| bad(name, e))?;
+    let initial = robot.state_at(&m, &pos, &quat);
     let relief = {
         let s = &m.collision_shapes[0];
         let kin = forward_kinematics(&m, &initial.q);

@@ -252,10 +252,16 @@ impl WheeledRobot {
     /// `start.yaw` about +z, wheels at angle 0.
     pub fn initial_state(&self, model: &Model, start: &Pose2, z: f64) -> State {
         let quat: Quat = UnitQuaternion::from_axis_angle(&Vec3::z_axis(), start.yaw);
+        self.state_at(model, &Vec3::new(start.x, start.y, z), &quat)
+    }
+
+    /// The state at rest with the chassis origin at `pos` (m, world) and orientation `quat`
+    /// (chassis to world), wheels at angle 0.
+    pub fn state_at(&self, model: &Model, pos: &Vec3, quat: &Quat) -> State {
         let mut q = DVector::zeros(model.nq);
-        q[0] = start.x;
-        q[1] = start.y;
-        q[2] = z;
+        q[0] = pos.x;
+        q[1] = pos.y;
+        q[2] = pos.z;
         q[3] = quat.w;
         q[4] = quat.i;
         q[5] = quat.j;
