@@ -105,12 +105,7 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
             let (mut vertices, mut triangles) = (Vec::new(), Vec::new());
             for m in models {
                 let base = vertices.len() as u32;
-                vertices.extend(
-                    m.mesh
-                        .positions
-                        .chunks_exact(3)
-                        .map(|c| [c[0], c[1], c[2]]),
-                );
+                vertices.extend(m.mesh.positions.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
                 triangles.extend(
                     m.mesh
                         .indices

@@ -76,7 +76,9 @@ pub struct HeightGrid {
 impl ProceduralTerrain {
     fn layers(&self) -> Vec<Layer> {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
-        let norm: f64 = (0..self.layers).map(|l| self.roughness.powi(l as i32)).sum();
+        let norm: f64 = (0..self.layers)
+            .map(|l| self.roughness.powi(l as i32))
+            .sum();
         (0..self.layers)
             .map(|l| {
                 let theta: f64 = rng.random_range(0.0..std::f64::consts::PI);
@@ -147,9 +149,7 @@ impl HeightGrid {
     pub fn to_triangle_mesh(&self) -> GeomShape {
         let (nr, nc) = (self.heights.nrows(), self.heights.ncols());
         let vertices = (0..nr)
-            .flat_map(|i| {
-                (0..nc).map(move |j| (i, j))
-            })
+            .flat_map(|i| (0..nc).map(move |j| (i, j)))
             .map(|(i, j)| Point3::new(self.coord(j), self.coord(i), self.heights[(i, j)]))
             .collect();
         let id = |i: usize, j: usize| (i * nc + j) as u32;
@@ -236,10 +236,16 @@ mod tests {
             panic!("not a mesh")
         };
         assert_eq!((vertices.len(), triangles.len()), (81, 128));
-        assert_eq!(vertices[2 * 9 + 5], Point3::new(0.5, -1.0, g.heights[(2, 5)]));
+        assert_eq!(
+            vertices[2 * 9 + 5],
+            Point3::new(0.5, -1.0, g.heights[(2, 5)])
+        );
         for t in &triangles {
             let [a, b, c] = t.map(|v| vertices[v as usize]);
-            assert!((b - a).cross(&(c - a)).z > 0.0, "triangle {t:?} is not CCW from +z");
+            assert!(
+                (b - a).cross(&(c - a)).z > 0.0,
+                "triangle {t:?} is not CCW from +z"
+            );
         }
     }
 }

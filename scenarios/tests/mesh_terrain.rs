@@ -20,7 +20,12 @@ fn run(scene: &Scene, f: &str, fp: Value, h: f64, duration: f64) -> (State, f64,
     for _ in 0..(duration / h).round() as usize {
         let u = scene.controls_at(s.t, &s);
         let r = form.step(&scene.model, &mut s, &u, h);
-        assert!(r.diverged.is_none(), "{f}: diverged at t = {}: {:?}", s.t, r.diverged);
+        assert!(
+            r.diverged.is_none(),
+            "{f}: diverged at t = {}: {:?}",
+            s.t,
+            r.diverged
+        );
         for c in &r.contacts {
             pen = pen.max(-c.gap);
         }
@@ -58,7 +63,12 @@ fn mesh_terrain_soft_convex_advances_2_m_in_6_s() {
 
 #[test]
 fn mesh_terrain_penalty_advances_2_m_in_6_s() {
-    advances("penalty", json!({"friction": "normalized"}), 5e-4, "trimesh");
+    advances(
+        "penalty",
+        json!({"friction": "normalized"}),
+        5e-4,
+        "trimesh",
+    );
 }
 
 #[test]
@@ -66,7 +76,10 @@ fn mesh_terrain_heightfield_soft_convex_advances_like_the_trimesh() {
     let tri = advances("soft_convex", json!({}), 2e-3, "trimesh");
     let hf = advances("soft_convex", json!({}), 2e-3, "heightfield");
     // Same triangles, so the same trajectory up to round-off amplified over 3000 steps.
-    assert!((tri - hf).abs() < 0.02, "trimesh {tri} m, heightfield {hf} m");
+    assert!(
+        (tri - hf).abs() < 0.02,
+        "trimesh {tri} m, heightfield {hf} m"
+    );
 }
 
 /// The trimesh collider runs with every formulation in `benchmark_scenes.rs`
@@ -79,7 +92,10 @@ fn mesh_terrain_heightfield_runs_with_every_formulation() {
     for fe in FORMULATIONS {
         let (end, pen, _) = run(&scene, fe.name, json!({}), 5e-4, 0.3);
         let dx = end.q[0] - scene.initial.q[0];
-        println!("heightfield / {}: x advanced {dx:.4} m in 0.3 s, peak penetration {pen:.4} m", fe.name);
+        println!(
+            "heightfield / {}: x advanced {dx:.4} m in 0.3 s, peak penetration {pen:.4} m",
+            fe.name
+        );
         assert!(end.q.iter().chain(end.v.iter()).all(|x| x.is_finite()));
         assert!(dx > 0.01, "{}: did not drive forward ({dx} m)", fe.name);
         assert!(pen < 0.02, "{}: penetration {pen} m", fe.name);
@@ -127,7 +143,10 @@ fn trimesh_and_heightfield_give_the_same_wheel_gaps() {
             START_CLEARANCE - lower
         );
         for (a, b) in gt.iter().zip(&gh) {
-            assert!(a.is_finite(), "a wheel has no terrain contact within 0.3 m: {gt:?}");
+            assert!(
+                a.is_finite(),
+                "a wheel has no terrain contact within 0.3 m: {gt:?}"
+            );
             assert!((a - b).abs() < 1e-9, "trimesh {a} m vs heightfield {b} m");
         }
     }
@@ -162,7 +181,11 @@ fn obj_terrain_loads_and_bad_files_name_the_file() {
     }
     let path = dir.path().join("terrain.obj");
     std::fs::write(&path, &obj).unwrap();
-    let loaded = build("mesh_terrain", &json!({ "mesh_file": path.to_str().unwrap() })).unwrap();
+    let loaded = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": path.to_str().unwrap() }),
+    )
+    .unwrap();
     let procedural = build("mesh_terrain", &json!({ "grid": 20 })).unwrap();
     assert_eq!(terrain_faces(&loaded), 800);
     assert_eq!(terrain_faces(&procedural), 800);
@@ -179,28 +202,46 @@ fn obj_terrain_loads_and_bad_files_name_the_file() {
     let GeomShape::TriangleMesh { vertices, .. } = &scaled.model.geoms[g].shape else {
         panic!("not a mesh")
     };
-    let xmax = vertices.iter().map(|v| v.x).fold(f64::NEG_INFINITY, f64::max);
-    assert!((xmax - 24.0).abs() < 1e-5, "scaled mesh reaches x = {xmax} m");
+    let xmax = vertices
+        .iter()
+        .map(|v| v.x)
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!(
+        (xmax - 24.0).abs() < 1e-5,
+        "scaled mesh reaches x = {xmax} m"
+    );
 
     // A bad coordinate on line 4: the error names the file and the line.
     let bad = dir.path().join("bad.obj");
     std::fs::write(&bad, "# bad\nv 0 0 0\nv 1 0 0\nv 0 1 zero\nf 1 2 3\n").unwrap();
-    let e = build("mesh_terrain", &json!({ "mesh_file": bad.to_str().unwrap() }))
-        .unwrap_err()
-        .to_string();
+    let e = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": bad.to_str().unwrap() }),
+    )
+    .unwrap_err()
+    .to_string();
     println!("{e}");
-    assert!(e.contains(bad.to_str().unwrap()) && e.contains("line 4"), "{e}");
+    assert!(
+        e.contains(bad.to_str().unwrap()) && e.contains("line 4"),
+        "{e}"
+    );
     // A face with a vertex index out of range.
     std::fs::write(&bad, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 7\n").unwrap();
-    let e = build("mesh_terrain", &json!({ "mesh_file": bad.to_str().unwrap() }))
-        .unwrap_err()
-        .to_string();
+    let e = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": bad.to_str().unwrap() }),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains(bad.to_str().unwrap()), "{e}");
     // A file without faces, a missing file, an unsupported format, a height field from a file.
     std::fs::write(&bad, "v 0 0 0\nv 1 0 0\nv 0 1 0\n").unwrap();
-    let e = build("mesh_terrain", &json!({ "mesh_file": bad.to_str().unwrap() }))
-        .unwrap_err()
-        .to_string();
+    let e = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": bad.to_str().unwrap() }),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("bad.obj") && e.contains("no triangles"), "{e}");
     for (file, collider, needle) in [
         ("missing.stl", "trimesh", "missing.stl"),
@@ -235,22 +276,31 @@ fn stl_terrain_loads_and_a_malformed_one_names_the_file() {
         facet([-10.0, -10.0, 0.0], [10.0, 10.0, 0.0], [-10.0, 10.0, 0.0])
     );
     std::fs::write(&good, &stl).unwrap();
-    let scene = build("mesh_terrain", &json!({ "mesh_file": good.to_str().unwrap() })).unwrap();
+    let scene = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": good.to_str().unwrap() }),
+    )
+    .unwrap();
     assert_eq!(terrain_faces(&scene), 2);
     // Flat ground at z = 0: the chassis starts at ride height + clearance.
     assert!((scene.initial.q[2] - (0.35 + START_CLEARANCE)).abs() < 1e-6);
     let bad = dir.path().join("broken.stl");
     std::fs::write(&bad, stl.replace("vertex 10 10 0", "vertex 10 ten 0")).unwrap();
-    let e = build("mesh_terrain", &json!({ "mesh_file": bad.to_str().unwrap() }))
-        .unwrap_err()
-        .to_string();
+    let e = build(
+        "mesh_terrain",
+        &json!({ "mesh_file": bad.to_str().unwrap() }),
+    )
+    .unwrap_err()
+    .to_string();
     println!("{e}");
     assert!(e.contains(bad.to_str().unwrap()), "{e}");
 }
 
 #[test]
 fn mesh_terrain_parameters_are_checked_and_the_loss_tracks_pose() {
-    use contactlab_scenarios::benchmark::{mesh_terrain_loss, mesh_terrain_success, MeshTerrainParams};
+    use contactlab_scenarios::benchmark::{
+        mesh_terrain_loss, mesh_terrain_success, MeshTerrainParams,
+    };
     for bad in [
         json!({"bogus": 1}),
         json!({"amplitude": -0.1}),
@@ -259,7 +309,10 @@ fn mesh_terrain_parameters_are_checked_and_the_loss_tracks_pose() {
         json!({"wheel_radius": 0.0}),
         json!({"start": [30.0, 0.0]}),
     ] {
-        let e = build("mesh_terrain", &bad).map(|_| ()).unwrap_err().to_string();
+        let e = build("mesh_terrain", &bad)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
         println!("{bad} -> {e}");
         assert!(e.contains("mesh_terrain"), "{e}");
     }

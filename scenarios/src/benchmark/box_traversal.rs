@@ -52,8 +52,8 @@ use contactlab_solvers::State;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::wheeled_robot::{full_forward, parse_with_robot, with_robot_params, WheeledRobot};
 pub use super::wheeled_robot::{chassis_up, chassis_yaw, Pose2, FULL_FORWARD};
+use super::wheeled_robot::{full_forward, parse_with_robot, with_robot_params, WheeledRobot};
 use super::{bad, material, model, non_negative, positive};
 use crate::{Scene, SceneEntry};
 

@@ -41,9 +41,9 @@ use contactlab_solvers::geometry::GeomShape;
 use contactlab_solvers::kinematics::forward_kinematics;
 use contactlab_solvers::model::{Geom, ModelParts, Quat, Vec3};
 use contactlab_solvers::{Model, State};
+use nalgebra::UnitQuaternion;
 use parry3d_f64::math::Vector as PVec;
 use parry3d_f64::query::{cast_shapes, ShapeCastOptions};
-use nalgebra::UnitQuaternion;
 use serde::{Deserialize, Serialize};
 
 use super::wheeled_robot::{
@@ -208,7 +208,13 @@ pub fn face_count(shape: &GeomShape) -> usize {
 /// For each geom in `geoms` at configuration `q`: how far (m) it can move straight down
 /// before touching the terrain geom `terrain` (parry shape cast, within `reach`), `None` if it
 /// is not above the terrain.
-fn drops(model: &Model, q: &nalgebra::DVector<f64>, terrain: usize, geoms: &[usize], reach: f64) -> Result<Vec<Option<f64>>, String> {
+fn drops(
+    model: &Model,
+    q: &nalgebra::DVector<f64>,
+    terrain: usize,
+    geoms: &[usize],
+    reach: f64,
+) -> Result<Vec<Option<f64>>, String> {
     let shapes = &model.collision_shapes;
     let kin = forward_kinematics(model, q);
     let t_pose = shape_pose(&kin, &shapes[terrain], terrain);
@@ -231,7 +237,12 @@ fn drops(model: &Model, q: &nalgebra::DVector<f64>, terrain: usize, geoms: &[usi
                 options,
             )
             .map(|hit| hit.map(|h| h.time_of_impact))
-            .map_err(|_| format!("parry cannot cast geom '{}' on the terrain", model.geoms[g].name))
+            .map_err(|_| {
+                format!(
+                    "parry cannot cast geom '{}' on the terrain",
+                    model.geoms[g].name
+                )
+            })
         })
         .collect()
 }
@@ -261,20 +272,44 @@ pub fn start_pose(
         .iter()
         .map(|w| model.geom_id(w).expect("the robot has its wheels"))
         .collect();
-    let not_above = || format!("the robot at start ({}, {}) m is not above the terrain", start.x, start.y);
+    let not_above = || {
+        format!(
+            "the robot at start ({}, {}) m is not above the terrain",
+            start.x, start.y
+        )
+    };
     // Height at which every robot geom is 0.5 m above the terrain's top, for orientation `quat`.
     let above = |quat: &Quat| {
-        let kin0 = forward_kinematics(model, &robot.state_at(model, &Vec3::new(start.x, start.y, 0.0), quat).q);
-        let t_box = shapes[terrain].shape.compute_aabb(&shape_pose(&kin0, &shapes[terrain], terrain));
+        let kin0 = forward_kinematics(
+            model,
+            &robot
+                .state_at(model, &Vec3::new(start.x, start.y, 0.0), quat)
+                .q,
+        );
+        let t_box =
+            shapes[terrain]
+                .shape
+                .compute_aabb(&shape_pose(&kin0, &shapes[terrain], terrain));
         let lowest = robot_geoms
             .iter()
-            .map(|&g| shapes[g].shape.compute_aabb(&shape_pose(&kin0, &shapes[g], g)).mins.z)
+            .map(|&g| {
+                shapes[g]
+                    .shape
+                    .compute_aabb(&shape_pose(&kin0, &shapes[g], g))
+                    .mins
+                    .z
+            })
             .fold(f64::INFINITY, f64::min);
-        (t_box.maxs.z - lowest + 0.5, t_box.maxs.z - t_box.mins.z + 1.0 - lowest.min(0.0))
+        (
+            t_box.maxs.z - lowest + 0.5,
+            t_box.maxs.z - t_box.mins.z + 1.0 - lowest.min(0.0),
+        )
     };
     let level: Quat = UnitQuaternion::from_axis_angle(&Vec3::z_axis(), start.yaw);
     let (z0, reach) = above(&level);
-    let q0 = robot.state_at(model, &Vec3::new(start.x, start.y, z0), &level).q;
+    let q0 = robot
+        .state_at(model, &Vec3::new(start.x, start.y, z0), &level)
+        .q;
     let kin0 = forward_kinematics(model, &q0);
     let wheel_drops = drops(model, &q0, terrain, &wheels, reach)?;
     let mut p = Vec::with_capacity(3);
@@ -285,10 +320,13 @@ pub fn start_pose(
     if n.z < 0.0 {
         n = -n;
     }
-    let tilt = UnitQuaternion::rotation_between(&Vec3::z(), &n).unwrap_or_else(UnitQuaternion::identity);
+    let tilt =
+        UnitQuaternion::rotation_between(&Vec3::z(), &n).unwrap_or_else(UnitQuaternion::identity);
     let quat = tilt * level;
     let (z1, reach) = above(&quat);
-    let q1 = robot.state_at(model, &Vec3::new(start.x, start.y, z1), &quat).q;
+    let q1 = robot
+        .state_at(model, &Vec3::new(start.x, start.y, z1), &quat)
+        .q;
     let drop = drops(model, &q1, terrain, &robot_geoms, reach)?
         .into_iter()
         .flatten()
@@ -296,31 +334,135 @@ pub fn start_pose(
     if !drop.is_finite() {
         return Err(not_above());
     }
-    Ok((Vec3::new(start.x, start.y, z1 - drop + START_CLEARANCE), quat))
+    Ok((
+        Vec3::new(start.x, start.y, z1 - drop + START_CLEARANCE),
+        quat,
+    ))
 }
 
 /// `mesh_terrain`'s own parameters followed by the robot's.
 const PARAMS: [ParamDoc; 29] = with_robot_params([
-    ParamDoc { name: "horizon", default: "10.0", unit: "s", doc: "simulated duration" },
-    ParamDoc { name: "knots", default: "10", unit: "-", doc: "knots per wheel of the control spline (gradient studies)" },
-    ParamDoc { name: "mesh_file", default: "\"\"", unit: "-", doc: "terrain .obj or .stl file (z up); empty: procedural terrain" },
-    ParamDoc { name: "mesh_scale", default: "1.0", unit: "m/unit", doc: "scale of the file's coordinates" },
-    ParamDoc { name: "collider", default: "trimesh", unit: "-", doc: "trimesh (parry TriMesh) or heightfield (parry HeightField, procedural terrain only)" },
-    ParamDoc { name: "amplitude", default: "0.3", unit: "m", doc: "procedural terrain: bound on |height|" },
-    ParamDoc { name: "roughness", default: "0.5", unit: "-", doc: "procedural terrain: amplitude ratio of successive layers (each of half the wavelength)" },
-    ParamDoc { name: "layers", default: "3", unit: "-", doc: "procedural terrain: number of sine-product layers" },
-    ParamDoc { name: "wavelength", default: "6.0", unit: "m", doc: "procedural terrain: wavelength of the first layer" },
-    ParamDoc { name: "grid", default: "80", unit: "-", doc: "procedural terrain: cells per side (2 grid^2 triangles)" },
-    ParamDoc { name: "extent", default: "24.0", unit: "m", doc: "procedural terrain: side of the square grid, centred on the origin" },
-    ParamDoc { name: "seed", default: "0", unit: "-", doc: "procedural terrain: seed of layer angles and phases" },
-    ParamDoc { name: "start", default: "[0.0, 0.0]", unit: "m", doc: "start position of the chassis origin (dropped onto the terrain)" },
-    ParamDoc { name: "start_yaw", default: "0.0", unit: "deg", doc: "start yaw" },
-    ParamDoc { name: "target", default: "[5.0, 0.0]", unit: "m", doc: "target position" },
-    ParamDoc { name: "target_yaw", default: "0.0", unit: "deg", doc: "target yaw" },
-    ParamDoc { name: "friction", default: "0.8", unit: "-", doc: "sliding friction of terrain and wheels" },
-    ParamDoc { name: "ke", default: "1000000.0", unit: "N/m", doc: "penalty contact stiffness" },
-    ParamDoc { name: "kd", default: "2000.0", unit: "N s/m", doc: "penalty contact damping" },
-    ParamDoc { name: "kf", default: "1000.0", unit: "N s/m", doc: "penalty viscous friction" },
+    ParamDoc {
+        name: "horizon",
+        default: "10.0",
+        unit: "s",
+        doc: "simulated duration",
+    },
+    ParamDoc {
+        name: "knots",
+        default: "10",
+        unit: "-",
+        doc: "knots per wheel of the control spline (gradient studies)",
+    },
+    ParamDoc {
+        name: "mesh_file",
+        default: "\"\"",
+        unit: "-",
+        doc: "terrain .obj or .stl file (z up); empty: procedural terrain",
+    },
+    ParamDoc {
+        name: "mesh_scale",
+        default: "1.0",
+        unit: "m/unit",
+        doc: "scale of the file's coordinates",
+    },
+    ParamDoc {
+        name: "collider",
+        default: "trimesh",
+        unit: "-",
+        doc: "trimesh (parry TriMesh) or heightfield (parry HeightField, procedural terrain only)",
+    },
+    ParamDoc {
+        name: "amplitude",
+        default: "0.3",
+        unit: "m",
+        doc: "procedural terrain: bound on |height|",
+    },
+    ParamDoc {
+        name: "roughness",
+        default: "0.5",
+        unit: "-",
+        doc:
+            "procedural terrain: amplitude ratio of successive layers (each of half the wavelength)",
+    },
+    ParamDoc {
+        name: "layers",
+        default: "3",
+        unit: "-",
+        doc: "procedural terrain: number of sine-product layers",
+    },
+    ParamDoc {
+        name: "wavelength",
+        default: "6.0",
+        unit: "m",
+        doc: "procedural terrain: wavelength of the first layer",
+    },
+    ParamDoc {
+        name: "grid",
+        default: "80",
+        unit: "-",
+        doc: "procedural terrain: cells per side (2 grid^2 triangles)",
+    },
+    ParamDoc {
+        name: "extent",
+        default: "24.0",
+        unit: "m",
+        doc: "procedural terrain: side of the square grid, centred on the origin",
+    },
+    ParamDoc {
+        name: "seed",
+        default: "0",
+        unit: "-",
+        doc: "procedural terrain: seed of layer angles and phases",
+    },
+    ParamDoc {
+        name: "start",
+        default: "[0.0, 0.0]",
+        unit: "m",
+        doc: "start position of the chassis origin (dropped onto the terrain)",
+    },
+    ParamDoc {
+        name: "start_yaw",
+        default: "0.0",
+        unit: "deg",
+        doc: "start yaw",
+    },
+    ParamDoc {
+        name: "target",
+        default: "[5.0, 0.0]",
+        unit: "m",
+        doc: "target position",
+    },
+    ParamDoc {
+        name: "target_yaw",
+        default: "0.0",
+        unit: "deg",
+        doc: "target yaw",
+    },
+    ParamDoc {
+        name: "friction",
+        default: "0.8",
+        unit: "-",
+        doc: "sliding friction of terrain and wheels",
+    },
+    ParamDoc {
+        name: "ke",
+        default: "1000000.0",
+        unit: "N/m",
+        doc: "penalty contact stiffness",
+    },
+    ParamDoc {
+        name: "kd",
+        default: "2000.0",
+        unit: "N s/m",
+        doc: "penalty contact damping",
+    },
+    ParamDoc {
+        name: "kf",
+        default: "1000.0",
+        unit: "N s/m",
+        doc: "penalty viscous friction",
+    },
 ]);
 
 fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
@@ -349,9 +491,16 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
             ("kf", p.kf),
         ],
     )?;
-    let finite = p.start.iter().chain(&p.target).chain([&p.start_yaw, &p.target_yaw]);
+    let finite = p
+        .start
+        .iter()
+        .chain(&p.target)
+        .chain([&p.start_yaw, &p.target_yaw]);
     if let Some(x) = finite.into_iter().find(|x| !x.is_finite()) {
-        return Err(bad(name, format!("start, target and yaws must be finite, got {x}")));
+        return Err(bad(
+            name,
+            format!("start, target and yaws must be finite, got {x}"),
+        ));
     }
     if p.knots < 2 || p.layers < 1 || p.grid < 1 {
         return Err(bad(

@@ -75,15 +75,60 @@ impl Default for WheeledRobot {
 /// Parameter documentation of [`WheeledRobot`], one entry per field (same names), listed by
 /// `contactlab list` after each robot scene's own parameters.
 pub const ROBOT_PARAMS: [ParamDoc; 9] = [
-    ParamDoc { name: "wheel_speed", default: "2.0", unit: "rad/s", doc: "wheel command clamp; the default control law drives all wheels at +wheel_speed" },
-    ParamDoc { name: "chassis_mass", default: "90.0", unit: "kg", doc: "chassis mass" },
-    ParamDoc { name: "chassis_half", default: "[0.5, 0.22, 0.08]", unit: "m", doc: "chassis box half-extents" },
-    ParamDoc { name: "chassis_center", default: "[-0.35, 0.0, 0.05]", unit: "m", doc: "chassis box centre and COM, chassis frame" },
-    ParamDoc { name: "wheel_radius", default: "0.35", unit: "m", doc: "wheel radius" },
-    ParamDoc { name: "wheel_width", default: "0.10", unit: "m", doc: "wheel width" },
-    ParamDoc { name: "wheel_mass", default: "5.5", unit: "kg", doc: "mass of each wheel" },
-    ParamDoc { name: "wheel_positions", default: "[[0, 0.365, 0], [0, -0.365, 0], [-0.75, 0, 0]]", unit: "m", doc: "wheel centres, chassis frame" },
-    ParamDoc { name: "kv", default: "250.0", unit: "N m s/rad", doc: "wheel velocity-servo gain" },
+    ParamDoc {
+        name: "wheel_speed",
+        default: "2.0",
+        unit: "rad/s",
+        doc: "wheel command clamp; the default control law drives all wheels at +wheel_speed",
+    },
+    ParamDoc {
+        name: "chassis_mass",
+        default: "90.0",
+        unit: "kg",
+        doc: "chassis mass",
+    },
+    ParamDoc {
+        name: "chassis_half",
+        default: "[0.5, 0.22, 0.08]",
+        unit: "m",
+        doc: "chassis box half-extents",
+    },
+    ParamDoc {
+        name: "chassis_center",
+        default: "[-0.35, 0.0, 0.05]",
+        unit: "m",
+        doc: "chassis box centre and COM, chassis frame",
+    },
+    ParamDoc {
+        name: "wheel_radius",
+        default: "0.35",
+        unit: "m",
+        doc: "wheel radius",
+    },
+    ParamDoc {
+        name: "wheel_width",
+        default: "0.10",
+        unit: "m",
+        doc: "wheel width",
+    },
+    ParamDoc {
+        name: "wheel_mass",
+        default: "5.5",
+        unit: "kg",
+        doc: "mass of each wheel",
+    },
+    ParamDoc {
+        name: "wheel_positions",
+        default: "[[0, 0.365, 0], [0, -0.365, 0], [-0.75, 0, 0]]",
+        unit: "m",
+        doc: "wheel centres, chassis frame",
+    },
+    ParamDoc {
+        name: "kv",
+        default: "250.0",
+        unit: "N m s/rad",
+        doc: "wheel velocity-servo gain",
+    },
 ];
 
 /// `scene` followed by [`ROBOT_PARAMS`], for a robot scene's registry entry (`N` must be
@@ -91,7 +136,10 @@ pub const ROBOT_PARAMS: [ParamDoc; 9] = [
 pub(crate) const fn with_robot_params<const M: usize, const N: usize>(
     scene: [ParamDoc; M],
 ) -> [ParamDoc; N] {
-    assert!(N == M + ROBOT_PARAMS.len(), "N must be M + ROBOT_PARAMS.len()");
+    assert!(
+        N == M + ROBOT_PARAMS.len(),
+        "N must be M + ROBOT_PARAMS.len()"
+    );
     let mut out = [ROBOT_PARAMS[0]; N];
     let mut i = 0;
     while i < M {
@@ -192,7 +240,9 @@ impl WheeledRobot {
         );
         chassis.com = centre;
         parts.bodies.push(chassis);
-        parts.joints.push(Joint::new("chassis_free", JointKind::Free, chassis_id));
+        parts
+            .joints
+            .push(Joint::new("chassis_free", JointKind::Free, chassis_id));
         let mut chassis_geom = Geom::new(
             "chassis_geom",
             chassis_id,

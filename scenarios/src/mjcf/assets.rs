@@ -15,9 +15,9 @@ use nalgebra::{DMatrix, Point3};
 use roxmltree::Node;
 
 use super::error::{MjcfError, MjcfErrorKind};
-use crate::mesh_file::MeshFileErrorKind;
 use super::inertia::{mesh_mass, MeshInertia, MeshMass};
 use super::{schema, Ctx};
+use crate::mesh_file::MeshFileErrorKind;
 
 /// A loaded mesh asset.
 #[derive(Debug, Clone)]
