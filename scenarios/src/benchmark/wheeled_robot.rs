@@ -12,7 +12,7 @@
 //! velocity (chassis frame, rad/s). Then one hinge angle (rad) / rate (rad/s) per wheel in the
 //! order left front, right front, rear. Positive wheel rates drive the robot towards the
 //! chassis +x. The robot's parameter keys sit flat beside the scene's own keys in an experiment
-//! file ([`parse_with_robot`]).
+//! file; the scenes' builders send the keys named in [`ROBOT_PARAMS`] to the robot.
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
