@@ -16,7 +16,9 @@ use contactlab_solvers::{Model, ModelError, State};
 pub mod benchmark;
 pub mod closed_form;
 pub mod gradcheck;
+pub mod mesh_file;
 pub mod mjcf;
+pub mod terrain;
 
 /// Open-loop controls: `u(t, state)` returns one value per actuator.
 pub type ControlLaw = fn(t: f64, state: &State) -> Vec<f64>;

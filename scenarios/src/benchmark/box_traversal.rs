@@ -7,6 +7,8 @@
 //! sizes 0.74 (x) × 1.15 (y) × 0.12 (z) m resting on the ground, centred 1.37 m ahead of the
 //! chassis origin; friction 0.8 on box and ground; target (3, 0) m; horizon 6 s.
 //!
+//! The robot is [`super::wheeled_robot::WheeledRobot`] (shared with `mesh_terrain`).
+//!
 //! **Frames.** World: z up, the robot starts at the origin facing +x, axles at the wheel
 //! radius above the ground (wheels touch it). The chassis has a free joint: `q[0..3]` is the
 //! chassis origin (the front axle midpoint) in the world (m), `q[3..7]` its orientation
@@ -45,19 +47,15 @@
 
 use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{
-    Actuator, ActuatorKind, Body, Geom, Joint, JointKind, ModelParts, Quat, Vec3,
-};
+use contactlab_solvers::model::{Geom, ModelParts, Vec3};
 use contactlab_solvers::State;
-use nalgebra::{DVector, UnitQuaternion};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{bad, box_inertia, material, model, non_negative, positive};
-use crate::{parse_params, Scene, SceneEntry};
-
-/// The default control law's command (rad/s), reduced by the control clamp to `wheel_speed`.
-pub const FULL_FORWARD: f64 = 1.0e3;
+pub use super::wheeled_robot::{chassis_up, chassis_yaw, Pose2, FULL_FORWARD};
+use super::wheeled_robot::{full_forward, parse_with_robot, with_robot_params, WheeledRobot};
+use super::{bad, material, model, non_negative, positive};
+use crate::{Scene, SceneEntry};
 
 /// Parameters of `box_traversal` (SI units; frames in the module documentation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,27 +63,8 @@ pub const FULL_FORWARD: f64 = 1.0e3;
 pub struct BoxTraversalParams {
     /// Simulated duration (s).
     pub horizon: f64,
-    /// Wheel speed limit (rad/s): commands are clamped to ±wheel_speed; the default control law
-    /// drives every wheel at +wheel_speed.
-    pub wheel_speed: f64,
     /// Knots per wheel of the control [`Spline`] (≥ 2), evenly spaced over the horizon.
     pub knots: usize,
-    /// Chassis mass (kg).
-    pub chassis_mass: f64,
-    /// Chassis box half-extents (m), chassis frame.
-    pub chassis_half: [f64; 3],
-    /// Chassis box centre and centre of mass in the chassis frame (m).
-    pub chassis_center: [f64; 3],
-    /// Wheel radius (m).
-    pub wheel_radius: f64,
-    /// Wheel width (m).
-    pub wheel_width: f64,
-    /// Mass of each wheel (kg).
-    pub wheel_mass: f64,
-    /// Wheel centres in the chassis frame (m): left front, right front, rear.
-    pub wheel_positions: [[f64; 3]; 3],
-    /// Velocity-servo gain of each wheel (N m s/rad).
-    pub kv: f64,
     /// Obstacle full sizes along x, y, z (m).
     pub obstacle_size: [f64; 3],
     /// Obstacle centre's x in the world (m); it rests on the ground, centred on y = 0.
@@ -104,22 +83,17 @@ pub struct BoxTraversalParams {
     pub kd: f64,
     /// Penalty viscous friction (N s/m).
     pub kf: f64,
+    /// The robot; its keys sit flat beside the scene's in an experiment file (parsed by the
+    /// scene's builder, not by serde on this struct).
+    #[serde(skip)]
+    pub robot: WheeledRobot,
 }
 
 impl Default for BoxTraversalParams {
     fn default() -> Self {
         Self {
             horizon: 6.0,
-            wheel_speed: 2.0,
             knots: 10,
-            chassis_mass: 90.0,
-            chassis_half: [0.5, 0.22, 0.08],
-            chassis_center: [-0.35, 0.0, 0.05],
-            wheel_radius: 0.35,
-            wheel_width: 0.10,
-            wheel_mass: 5.5,
-            wheel_positions: [[0.0, 0.365, 0.0], [0.0, -0.365, 0.0], [-0.75, 0.0, 0.0]],
-            kv: 250.0,
             obstacle_size: [0.74, 1.15, 0.12],
             obstacle_x: 1.37,
             friction: 0.8,
@@ -129,19 +103,9 @@ impl Default for BoxTraversalParams {
             ke: 1.0e6,
             kd: 2000.0,
             kf: 1000.0,
+            robot: WheeledRobot::default(),
         }
     }
-}
-
-/// A planar pose: position (x, y) in the world (m) and yaw about +z (rad).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pose2 {
-    /// x (m).
-    pub x: f64,
-    /// y (m).
-    pub y: f64,
-    /// Yaw (rad), counter-clockwise from +x.
-    pub yaw: f64,
 }
 
 impl BoxTraversalParams {
@@ -222,75 +186,47 @@ impl Spline {
     }
 }
 
-/// Chassis yaw (rad) of a `box_traversal` state: heading of the chassis x axis about world z.
-pub fn chassis_yaw(state: &State) -> f64 {
-    let (w, x, y, z) = (state.q[3], state.q[4], state.q[5], state.q[6]);
-    (2.0 * (w * z + x * y)).atan2(1.0 - 2.0 * (y * y + z * z))
-}
-
-/// World z component of the chassis z axis (1 upright, 0 on its side, −1 upside down).
-pub fn chassis_up(state: &State) -> f64 {
-    let (_, x, y, _) = (state.q[3], state.q[4], state.q[5], state.q[6]);
-    1.0 - 2.0 * (x * x + y * y)
-}
-
 /// Task loss of a `box_traversal` state (m²): squared distance of the chassis origin to the
 /// target position plus `yaw_weight` (m²/rad²) times the squared yaw error, wrapped to (−π, π].
 pub fn box_traversal_loss(state: &State, target: &Pose2, yaw_weight: f64) -> f64 {
-    let (dx, dy) = (state.q[0] - target.x, state.q[1] - target.y);
-    let d = chassis_yaw(state) - target.yaw;
-    let dyaw = d.sin().atan2(d.cos());
-    dx * dx + dy * dy + yaw_weight * dyaw * dyaw
+    super::wheeled_robot::pose_loss(state, target, yaw_weight)
 }
 
 /// Success of a `box_traversal` run: the chassis origin ends within 0.2 m of the target
 /// position (in the ground plane) and its linear speed is below 0.3 m/s.
 pub fn box_traversal_success(state: &State, target: &Pose2) -> bool {
-    let err = (state.q[0] - target.x).hypot(state.q[1] - target.y);
-    let speed = (state.v[0].powi(2) + state.v[1].powi(2) + state.v[2].powi(2)).sqrt();
-    err < 0.2 && speed < 0.3
+    super::wheeled_robot::pose_success(state, target)
 }
 
-fn full_forward(_t: f64, _s: &State) -> Vec<f64> {
-    vec![FULL_FORWARD; 3]
-}
+/// `box_traversal`'s own parameters followed by the robot's.
+const PARAMS: [ParamDoc; 20] = with_robot_params([
+    ParamDoc { name: "horizon", default: "6.0", unit: "s", doc: "simulated duration" },
+    ParamDoc { name: "knots", default: "10", unit: "-", doc: "knots per wheel of the control spline (gradient studies)" },
+    ParamDoc { name: "obstacle_size", default: "[0.74, 1.15, 0.12]", unit: "m", doc: "obstacle full sizes x, y, z" },
+    ParamDoc { name: "obstacle_x", default: "1.37", unit: "m", doc: "obstacle centre x (on the ground, y = 0)" },
+    ParamDoc { name: "friction", default: "0.8", unit: "-", doc: "sliding friction of ground, obstacle, wheels" },
+    ParamDoc { name: "target", default: "[3.0, 0.0]", unit: "m", doc: "nominal target position" },
+    ParamDoc { name: "target_yaw", default: "0.0", unit: "deg", doc: "nominal target yaw" },
+    ParamDoc { name: "seed", default: "0", unit: "-", doc: "random instance (0: nominal); perturbs start +-0.1 m, +-5 deg and target +-0.3 m, +-15 deg" },
+    ParamDoc { name: "ke", default: "1000000.0", unit: "N/m", doc: "penalty contact stiffness" },
+    ParamDoc { name: "kd", default: "2000.0", unit: "N s/m", doc: "penalty contact damping" },
+    ParamDoc { name: "kf", default: "1000.0", unit: "N s/m", doc: "penalty viscous friction" },
+]);
 
 /// `box_traversal` (module documentation).
 pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
     name: "box_traversal",
     description: "106 kg three-wheeled robot (velocity-servo wheels r 0.35 m) drives over a 0.12 m box to (3, 0) m in 6 s (Ostrich)",
-    params: &[
-        ParamDoc { name: "horizon", default: "6.0", unit: "s", doc: "simulated duration" },
-        ParamDoc { name: "wheel_speed", default: "2.0", unit: "rad/s", doc: "wheel command clamp; the default control law drives all wheels at +wheel_speed" },
-        ParamDoc { name: "knots", default: "10", unit: "-", doc: "knots per wheel of the control spline (gradient studies)" },
-        ParamDoc { name: "chassis_mass", default: "90.0", unit: "kg", doc: "chassis mass" },
-        ParamDoc { name: "chassis_half", default: "[0.5, 0.22, 0.08]", unit: "m", doc: "chassis box half-extents" },
-        ParamDoc { name: "chassis_center", default: "[-0.35, 0.0, 0.05]", unit: "m", doc: "chassis box centre and COM, chassis frame" },
-        ParamDoc { name: "wheel_radius", default: "0.35", unit: "m", doc: "wheel radius" },
-        ParamDoc { name: "wheel_width", default: "0.10", unit: "m", doc: "wheel width" },
-        ParamDoc { name: "wheel_mass", default: "5.5", unit: "kg", doc: "mass of each wheel" },
-        ParamDoc { name: "wheel_positions", default: "[[0, 0.365, 0], [0, -0.365, 0], [-0.75, 0, 0]]", unit: "m", doc: "wheel centres, chassis frame" },
-        ParamDoc { name: "kv", default: "250.0", unit: "N m s/rad", doc: "wheel velocity-servo gain" },
-        ParamDoc { name: "obstacle_size", default: "[0.74, 1.15, 0.12]", unit: "m", doc: "obstacle full sizes x, y, z" },
-        ParamDoc { name: "obstacle_x", default: "1.37", unit: "m", doc: "obstacle centre x (on the ground, y = 0)" },
-        ParamDoc { name: "friction", default: "0.8", unit: "-", doc: "sliding friction of ground, obstacle, wheels" },
-        ParamDoc { name: "target", default: "[3.0, 0.0]", unit: "m", doc: "nominal target position" },
-        ParamDoc { name: "target_yaw", default: "0.0", unit: "deg", doc: "nominal target yaw" },
-        ParamDoc { name: "seed", default: "0", unit: "-", doc: "random instance (0: nominal); perturbs start +-0.1 m, +-5 deg and target +-0.3 m, +-15 deg" },
-        ParamDoc { name: "ke", default: "1000000.0", unit: "N/m", doc: "penalty contact stiffness" },
-        ParamDoc { name: "kd", default: "2000.0", unit: "N s/m", doc: "penalty contact damping" },
-        ParamDoc { name: "kf", default: "1000.0", unit: "N s/m", doc: "penalty viscous friction" },
-    ],
+    params: &PARAMS,
     build: |v| {
         let name = "box_traversal";
-        let p: BoxTraversalParams = parse_params(name, v)?;
-        let [cx, cy, cz] = p.chassis_half;
+        let (mut p, robot): (BoxTraversalParams, WheeledRobot) = parse_with_robot(name, v)?;
+        p.robot = robot;
+        let robot = &p.robot;
+        robot.validate(name)?;
         let [ox, oy, oz] = p.obstacle_size;
         positive(name, &[
-            ("horizon", p.horizon), ("wheel_speed", p.wheel_speed), ("chassis_mass", p.chassis_mass),
-            ("chassis_half[0]", cx), ("chassis_half[1]", cy), ("chassis_half[2]", cz),
-            ("wheel_radius", p.wheel_radius), ("wheel_width", p.wheel_width), ("wheel_mass", p.wheel_mass),
-            ("kv", p.kv), ("obstacle_size[0]", ox), ("obstacle_size[1]", oy), ("obstacle_size[2]", oz), ("ke", p.ke),
+            ("horizon", p.horizon), ("obstacle_size[0]", ox), ("obstacle_size[1]", oy), ("obstacle_size[2]", oz), ("ke", p.ke),
         ])?;
         non_negative(name, &[("friction", p.friction), ("kd", p.kd), ("kf", p.kf)])?;
         if p.knots < 2 {
@@ -305,55 +241,13 @@ pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
         obstacle.pos = Vec3::new(p.obstacle_x, 0.0, oz / 2.0);
         obstacle.material = mat;
         parts.geoms.extend([ground, obstacle]);
-
-        let centre = Vec3::from(p.chassis_center);
-        let mut chassis = Body::new("chassis", 0, Vec3::zeros(), p.chassis_mass, Vec3::from(box_inertia(p.chassis_mass, p.chassis_half)));
-        chassis.com = centre;
-        parts.bodies.push(chassis);
-        parts.joints.push(Joint::new("chassis_free", JointKind::Free, 1));
-        let mut chassis_geom = Geom::new("chassis_geom", 1, GeomShape::Box { half: Vec3::new(cx, cy, cz) });
-        chassis_geom.pos = centre;
-        chassis_geom.material = mat;
-        parts.geoms.push(chassis_geom);
-
-        let (r, w, m) = (p.wheel_radius, p.wheel_width, p.wheel_mass);
-        let axial = 0.5 * m * r * r;
-        let transverse = m * (3.0 * r * r + w * w) / 12.0;
-        let axle = UnitQuaternion::from_axis_angle(&Vec3::x_axis(), std::f64::consts::FRAC_PI_2);
-        for (i, (label, pos)) in ["left", "right", "rear"].iter().zip(p.wheel_positions).enumerate() {
-            let body = parts.bodies.len() + 1;
-            parts.bodies.push(Body::new(format!("wheel_{label}"), 1, Vec3::from(pos), m, Vec3::new(transverse, axial, transverse)));
-            let mut hinge = Joint::new(format!("wheel_{label}_hinge"), JointKind::Hinge, body);
-            hinge.axis = Vec3::y();
-            parts.joints.push(hinge);
-            let mut g = Geom::new(format!("wheel_{label}_geom"), body, GeomShape::Cylinder { radius: r, half_length: w / 2.0 });
-            g.quat = axle;
-            g.material = mat;
-            parts.geoms.push(g);
-            parts.actuators.push(Actuator {
-                name: format!("wheel_{label}_servo"),
-                joint: 1 + i,
-                kind: ActuatorKind::VelocityServo { kv: p.kv },
-                gear: 1.0,
-                ctrl_range: Some((-p.wheel_speed, p.wheel_speed)),
-                force_range: None,
-            });
-        }
+        robot.add_to(&mut parts, mat);
         let m = model(name, parts)?;
 
         let (start, _) = p.instance();
-        let quat: Quat = UnitQuaternion::from_axis_angle(&Vec3::z_axis(), start.yaw);
-        let mut q = DVector::zeros(m.nq);
-        q[0] = start.x;
-        q[1] = start.y;
-        q[2] = r - p.wheel_positions.iter().map(|w| w[2]).fold(f64::INFINITY, f64::min);
-        q[3] = quat.w;
-        q[4] = quat.i;
-        q[5] = quat.j;
-        q[6] = quat.k;
-        let initial = State { q, v: DVector::zeros(m.nv), t: 0.0 };
-        let total = p.chassis_mass + 3.0 * p.wheel_mass;
-        let speed = p.wheel_speed * r;
+        let initial = robot.initial_state(&m, &start, robot.ride_height());
+        let total = robot.total_mass();
+        let speed = robot.top_speed();
         Ok(Scene {
             model: m,
             initial,

@@ -17,6 +17,7 @@ use roxmltree::Node;
 use super::error::{MjcfError, MjcfErrorKind};
 use super::inertia::{mesh_mass, MeshInertia, MeshMass};
 use super::{schema, Ctx};
+use crate::mesh_file::MeshFileErrorKind;
 
 /// A loaded mesh asset.
 #[derive(Debug, Clone)]
@@ -156,47 +157,15 @@ fn mesh<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<MeshAsset, MjcfEr
                 ));
             }
             let path = asset_path(ctx, file);
-            let ext = path
-                .extension()
-                .map(|e| e.to_string_lossy().to_lowercase())
-                .unwrap_or_default();
-            let io = |e: String| {
-                ctx.err(
-                    el,
-                    MjcfErrorKind::Io,
-                    format!("mesh file '{}': {e}", path.display()),
-                )
-            };
-            match ext.as_str() {
-                "stl" => {
-                    let mut f = std::fs::File::open(&path).map_err(|e| io(e.to_string()))?;
-                    let m = stl_io::read_stl(&mut f).map_err(|e| io(e.to_string()))?;
-                    let v = m.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
-                    let f = m.faces.iter().map(|t| t.vertices.map(|i| i as u32)).collect();
-                    (v, f)
-                }
-                "obj" => {
-                    if !path.is_file() {
-                        return Err(io("no such file".into()));
-                    }
-                    let opts = tobj::LoadOptions { triangulate: true, single_index: true, ..Default::default() };
-                    let (models, _) = tobj::load_obj(&path, &opts).map_err(|e| io(e.to_string()))?;
-                    let (mut v, mut f) = (Vec::new(), Vec::new());
-                    for m in models {
-                        let base = v.len() as u32;
-                        v.extend(m.mesh.positions.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
-                        f.extend(m.mesh.indices.chunks_exact(3).map(|c| [base + c[0], base + c[1], base + c[2]]));
-                    }
-                    (v, f)
-                }
-                _ => {
-                    return Err(ctx.err(
-                        el,
-                        MjcfErrorKind::Unsupported,
-                        format!("mesh file '{file}': format '.{ext}' is not supported; supported: .stl (ASCII or binary), .obj"),
-                    ))
-                }
-            }
+            let data = crate::mesh_file::load_mesh_file(&path).map_err(|e| {
+                let kind = match e.kind {
+                    MeshFileErrorKind::Io => MjcfErrorKind::Io,
+                    MeshFileErrorKind::Malformed => MjcfErrorKind::Io,
+                    MeshFileErrorKind::Unsupported => MjcfErrorKind::Unsupported,
+                };
+                ctx.err(el, kind, e.to_string())
+            })?;
+            (data.vertices, data.triangles)
         }
         None => {
             let v = ctx.nums(el, "mesh", "vertex")?.unwrap_or_default();

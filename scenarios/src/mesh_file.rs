@@ -1,0 +1,165 @@
+//! Triangle meshes from OBJ and STL files, shared by the MJCF loader (`<mesh file>`) and the
+//! `mesh_terrain` scene.
+//!
+//! * `.obj` (case-insensitive) through `tobj` with `triangulate` and `single_index` (polygons
+//!   fan-triangulated, one index per vertex); every object of the file is appended, indices
+//!   offset accordingly. tobj reports no line numbers, so for a position or face parse error
+//!   this module finds the first offending `v` / `f` line itself and names it.
+//! * `.stl` (ASCII or binary) through `stl_io` (vertices deduplicated by stl_io); its errors
+//!   quote the offending ASCII line's tokens, not its number.
+//!
+//! Vertices stay `f32` as both parsers give them (MuJoCo stores mesh vertices in `f32` too);
+//! units are those of the file (callers scale).
+
+use std::path::{Path, PathBuf};
+
+/// A triangle mesh as read from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeshData {
+    /// Vertex positions (the file's units, usually m), in the file's frame.
+    pub vertices: Vec<[f32; 3]>,
+    /// Triangles as indices into `vertices`, in the file's winding order.
+    pub triangles: Vec<[u32; 3]>,
+}
+
+/// What went wrong reading a mesh file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeshFileErrorKind {
+    /// The file is missing or unreadable.
+    Io,
+    /// The file's contents do not parse as its format.
+    Malformed,
+    /// The extension is neither `.obj` nor `.stl`.
+    Unsupported,
+}
+
+/// An error reading a mesh file: names the file, and the line when it is known.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("mesh file '{}'{}: {message}", path.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]
+pub struct MeshFileError {
+    /// The kind of failure.
+    pub kind: MeshFileErrorKind,
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line of the offending statement, when known (OBJ parse errors).
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Read the triangle mesh in `path` (`.obj` or `.stl`, see the module doc).
+///
+/// A file that parses but holds no triangles is returned as is (the MJCF loader builds the
+/// faces of such a mesh from its convex hull); callers that need triangles check.
+///
+/// # Errors
+/// [`MeshFileError`] naming `path`: missing or unreadable file, parse error (with the line for
+/// OBJ position and face errors), unsupported extension.
+pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
+    let err = |kind, line, message: String| MeshFileError {
+        kind,
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "stl" => {
+            let mut f = std::fs::File::open(path)
+                .map_err(|e| err(MeshFileErrorKind::Io, None, e.to_string()))?;
+            let m = stl_io::read_stl(&mut f)
+                .map_err(|e| err(MeshFileErrorKind::Malformed, None, e.to_string()))?;
+            let vertices = m.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
+            let triangles = m
+                .faces
+                .iter()
+                .map(|t| t.vertices.map(|i| i as u32))
+                .collect();
+            Ok(MeshData {
+                vertices,
+                triangles,
+            })
+        }
+        "obj" => {
+            if !path.is_file() {
+                return Err(err(MeshFileErrorKind::Io, None, "no such file".into()));
+            }
+            let opts = tobj::LoadOptions {
+                triangulate: true,
+                single_index: true,
+                ..Default::default()
+            };
+            let (models, _) = tobj::load_obj(path, &opts).map_err(|e| {
+                let line = obj_error_line(path, e);
+                let kind = match e {
+                    tobj::LoadError::OpenFileFailed | tobj::LoadError::ReadError => {
+                        MeshFileErrorKind::Io
+                    }
+                    _ => MeshFileErrorKind::Malformed,
+                };
+                err(kind, line, e.to_string())
+            })?;
+            let (mut vertices, mut triangles) = (Vec::new(), Vec::new());
+            for m in models {
+                let base = vertices.len() as u32;
+                vertices.extend(m.mesh.positions.chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
+                triangles.extend(
+                    m.mesh
+                        .indices
+                        .chunks_exact(3)
+                        .map(|c| [base + c[0], base + c[1], base + c[2]]),
+                );
+            }
+            Ok(MeshData {
+                vertices,
+                triangles,
+            })
+        }
+        _ => Err(err(
+            MeshFileErrorKind::Unsupported,
+            None,
+            format!("format '.{ext}' is not supported; supported: .stl (ASCII or binary), .obj"),
+        )),
+    }
+}
+
+/// The 1-based line of the first OBJ statement that explains tobj's error `e`, if found: a
+/// `v` line whose coordinates do not parse (position error) or an `f` line with fewer than 3
+/// vertices or an index that is not a non-zero integer (face error).
+fn obj_error_line(path: &Path, e: tobj::LoadError) -> Option<usize> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let bad = |line: &str| -> bool {
+        let mut tok = line.split_whitespace();
+        match (tok.next(), e) {
+            (Some("v"), tobj::LoadError::PositionParseError) => {
+                let xs: Vec<&str> = tok.collect();
+                xs.len() < 3 || xs.iter().any(|x| x.parse::<f32>().is_err())
+            }
+            (Some("f"), tobj::LoadError::FaceParseError | tobj::LoadError::InvalidPolygon) => {
+                let xs: Vec<&str> = tok.collect();
+                xs.len() < 3
+                    || xs.iter().any(|x| {
+                        let first = x.split('/').next().unwrap_or("");
+                        !matches!(first.parse::<i64>(), Ok(i) if i != 0)
+                    })
+            }
+            _ => false,
+        }
+    };
+    text.lines().position(bad).map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_extension_names_the_file() {
+        let e = load_mesh_file(Path::new("terrain.ply")).unwrap_err();
+        assert_eq!(e.kind, MeshFileErrorKind::Unsupported);
+        assert!(e.to_string().contains("terrain.ply") && e.to_string().contains(".obj"));
+    }
+}
