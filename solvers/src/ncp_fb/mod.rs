@@ -6,16 +6,22 @@
 //! # Coordinates and integrator
 //!
 //! contactlab works in **generalized coordinates** (MuJoCo's), not the paper's maximal
-//! coordinates: the unknown velocity is qvel `u` (nv), joints are exact (no bilateral rows, no
-//! joint compliance E of spec eq. (3)), and positions follow `q⁺ = integrate(q⁻, u⁺, h)`
-//! (the generalized form of spec eq. (1), quaternions renormalized).
+//! coordinates: the unknown velocity is qvel `u` (nv), joints are exact (no bilateral joint
+//! rows and no joint compliance: a hinge cannot drift apart, and the same model and state are
+//! shared with every other formulation, so their trajectories compare coordinate by
+//! coordinate), and positions follow `q⁺ = integrate(q⁻, u⁺, h)` (the generalized form of spec
+//! eq. (1), quaternions renormalized). Gravity, Coriolis and passive forces are explicit at
+//! (q⁻, u⁻) (spec §2.1); the constraint functions are evaluated at q⁺ through their
+//! linearization with the rows held at q⁻ (contact points attached to their bodies at the start
+//! of the step, so the gaps move with q⁺: `c = gap⁻ + h J u`, spec §2.3).
 //!
 //! Per step: collide **once** at q⁻ (spec §2.3), with the detection distance widened by
 //! `detection_margin` (0.01 m) so that resting contacts (whose FB gap is slightly positive) and
-//! contacts closing within the step get rows; build the rows at q⁻: per contact the normal
-//! and, for condim ≥ 3, the two tangents of the frame (n, t1, t2) (torsional and rolling rows
-//! are not modelled yet), and every joint-limit row (all limited joints, so a limit cannot be
-//! stepped over). Smooth forces `f_s = passive − bias + actuation` at (q⁻, u⁻).
+//! contacts closing within the step get rows; build the rows at q⁻ in this order: equality
+//! rows, servo rows, every joint-limit row (all limited joints, so a limit cannot be stepped
+//! over), and per contact the normal and, for condim ≥ 3, the two tangents of the frame
+//! (n, t1, t2) (torsional and rolling rows are not modelled: condim 4 and 6 act as 3). Smooth
+//! forces `f_s = passive − bias + motors` at (q⁻, u⁻) ([`NcpFb::assemble`]).
 //!
 //! # Impulses
 //!
@@ -44,6 +50,17 @@
 //!   the row switches on, which stalled Newton on the spinning drop. At a root, sliding gives
 //!   p_f = −μ p_n v̂_t, sticking W ≈ 0 with a creep ≈ ε_v²/(2 k g).
 //! * (R4) joint limits: complementarity rows like (R2), `φ_ε(dist⁻ + h J u, h w p) / h`.
+//! * (R5) servos (spec eq. (8), §2.4), one row `J u + α p + b` per position or velocity servo
+//!   (`J = gear·e_dof`, p the actuator impulse h F): velocity servo α = gear/(h k_v),
+//!   b = −gear ū (so F = k_v (ū − q̇⁺)); position servo α = gear/(h (k_v + h k_p)) with
+//!   b = gear e(q⁻)/h in the paper's form (F = −(k_p + k_v/h) e(q⁺): k_v damps the per-step
+//!   position error) or b = gear k_p e(q⁻)/(k_v + h k_p) as the true implicit PD
+//!   (F = −k_p e(q⁺) − k_v q̇⁺), `servo_form` chooses; e = q − ū. A servo with a force range
+//!   stays an explicit force (a saturating row would be a box-constrained complementarity row).
+//!   Motors are explicit forces.
+//! * (R6) equality constraints (MuJoCo connect, weld, joint coupling), compliant bilateral
+//!   rows (spec eq. (3)): `c⁻/h + J u + E p/h²`, i.e. `(c(q⁺) + E λ)/h` with E the
+//!   `compliance` parameter (m/N, rad/(N m)); a static load λ sags the constraint by E λ.
 //!
 //! # Solve
 //!
@@ -51,29 +68,46 @@
 //! including ∂W/∂(u, p_n, p_f), so it is non-symmetric; the Schur complement
 //! `A = ∂r/∂u M⁻¹Jᵀ + ∂r/∂p` (spec eq. (12)) plus the Newton-only regularization
 //! `reg·(J M⁻¹ Jᵀ)_ii` on its diagonal (matrix only, never the residual, §1.5) is solved densely
-//! (LU, nalgebra): fine at this size. The paper's matrix-free PCR (§1.6) is not implemented yet.
+//! (LU, nalgebra) with `linear_solver: dense` (the default: exact Newton, the most robust).
+//! `linear_solver: pcr` is the paper's method (§1.5–1.6, [`pcr`]): W frozen within the
+//! iteration, the rows divided by their ∂r/∂v so the Schur complement is symmetric, applied
+//! matrix-free and solved by preconditioned conjugate residuals (`pcr_iterations`, Jacobi or
+//! block-Jacobi per body pair): an inexact Newton method, cheaper per iteration and slower to
+//! converge.
 //! Iterates start at p = 0 (§2.5), are projected onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n (so W ≥ 0 and the
 //! cone hold on every stored iterate), and are globalized by backtracking on ‖r‖² (§7.4). The
 //! best iterate (smallest residual, k + 1 ≥ k_min) is returned; the loop stops when the
 //! residual max-norm is below `tolerance` or the NCP criterion (DESIGN.md, impulses, in its
 //! position-level form [`residual::Problem::ncp_criterion`]: the normal velocity replaced by
 //! the linearized gap after the step over h, which is the same where gap⁻ = 0) is below
-//! `ncp_tolerance` with no penetration of the linearized gaps beyond `tolerance·h` (§7.5: with
-//! coplanar sticking contacts ‖r‖ can plateau while the state is exact).
+//! `ncp_tolerance` with no penetration of the linearized gaps beyond `tolerance·h` and the
+//! servo and equality rows below `tolerance` (§7.5: with coplanar sticking contacts ‖r‖ can
+//! plateau while the state is exact).
 //!
-//! Known limitation (measured in `scenarios/tests/ncp_fb_closed_form.rs`): on the spinning
-//! drop a few impact steps (4 of 500 at h = 2 ms, 2 of 10 at 0.1 s) end unconverged at a
-//! residual plateau of ~1e-8 m/s, where the impulse of one of four contacts drifts along a
-//! nearly indeterminate direction; the best iterate is returned and the report says so.
+//! # Adjoint
 //!
-//! # Not yet here
+//! [`adjoint`]: the exact derivative of the converged step map by implicit differentiation
+//! (spec §2.6 with §7.6), one backward sweep over a rollout whose tape holds only the states,
+//! controls, impulses and velocities; gradients with respect to the initial state, every
+//! control and named parameters (friction, servo gains); the lagged variant as an option.
 //!
-//! PCR (§1.6), the adjoint (§2.6 with §7.6), servo rows (§2.4; actuators act as explicit
-//! forces in f_s), equality rows (equalities are ignored: [`NcpFb::ignores_equalities`]),
-//! joint friction loss, torsional and rolling friction.
+//! # Known limitations
+//!
+//! * On the spinning drop a few impact steps (4 of 500 at h = 2 ms, 2 of 10 at 0.1 s) end
+//!   unconverged at a residual plateau of ~1e-8 m/s, where the impulse of one of four contacts
+//!   drifts along a nearly indeterminate direction; the best iterate is returned and the report
+//!   says so (`scenarios/tests/ncp_fb_closed_form.rs`).
+//! * On box_traversal, while the front wheels climb onto the box (statically indeterminate
+//!   wheel contacts sliding slowly at the cone boundary, slip speeds 1e-5 to 1e-3 m/s), Newton
+//!   stalls on about one step in six at h = 5 ms (16 iterations; residuals up to 1e-2 m/s).
+//!   Unconverged steps are reported; the adjoint through them is not a derivative of anything
+//!   (the implicit function theorem needs the root) and can grow without bound.
+//! * Not modelled: joint friction loss ([`NcpFb::ignores_friction_loss`]), torsional and
+//!   rolling friction, saturating servos as rows.
 
 pub mod adjoint;
 pub mod params;
+pub mod pcr;
 pub mod residual;
 pub mod solve;
 
@@ -89,7 +123,9 @@ use crate::formulation::{
 use crate::kinematics::{forward_kinematics, Kinematics};
 use crate::model::{ActuatorKind, Model, State};
 pub use params::{NcpFbParams, ServoForm, PARAMS};
+pub use pcr::Preconditioner;
 use residual::{Block, Problem};
+pub use solve::LinearSolver;
 use solve::{Settings, Solution};
 
 /// Registry entry.
@@ -327,6 +363,10 @@ impl NcpFb {
             ncp_tolerance: p.ncp_tolerance,
             regularization: p.regularization,
             ls_iterations: p.ls_iterations,
+            linear_solver: p.linear_solver,
+            pcr_iterations: p.pcr_iterations,
+            pcr_tolerance: p.pcr_tolerance,
+            preconditioner: p.preconditioner,
         }
     }
 
@@ -354,7 +394,7 @@ impl NcpFb {
                 return (r, None);
             }
         };
-        let sol = solve::solve(&asm.problem, &self.settings());
+        let sol = solve::solve(&asm.problem, &self.settings(), &asm.pair_of_block());
 
         state.v.copy_from(&sol.u);
         integrate_positions(model, &mut state.q, &sol.u, h);
@@ -392,6 +432,14 @@ pub struct Assembly {
 }
 
 impl Assembly {
+    /// The body pair of each block that is a contact (for the block-Jacobi preconditioner).
+    pub fn pair_of_block(&self) -> Vec<Option<[usize; 2]>> {
+        self.block_contact
+            .iter()
+            .map(|c| c.map(|i| self.contacts[i].bodies))
+            .collect()
+    }
+
     /// Same rows, blocks and contact pairs as `other` (the adjoint's finite differences of the
     /// assembly need the same contact set on both sides).
     pub fn same_structure(&self, other: &Assembly) -> bool {

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::pcr::Preconditioner;
+use super::solve::LinearSolver;
 use crate::formulation::{FormulationError, ParamDoc};
 
 /// Parameters of the `ncp_fb` formulation (unknown keys are errors). Units are in the field docs;
@@ -40,6 +42,15 @@ pub struct NcpFbParams {
     pub compliance: f64,
     /// How servo actuators enter the step (module doc (R5)).
     pub servo_form: ServoForm,
+    /// How each Newton system is solved: `dense` (exact Jacobian, LU) or `pcr` (the paper's
+    /// matrix-free preconditioned conjugate residuals with W frozen per iteration).
+    pub linear_solver: LinearSolver,
+    /// PCR iterations per Newton iteration (the paper runs 16).
+    pub pcr_iterations: usize,
+    /// PCR relative tolerance on the preconditioned system's residual.
+    pub pcr_tolerance: f64,
+    /// PCR preconditioner: `jacobi` or `block_jacobi` (rows sharing a body pair).
+    pub preconditioner: Preconditioner,
 }
 
 /// How position and velocity servos enter an `ncp_fb` step (spec §2.4).
@@ -82,6 +93,10 @@ impl Default for NcpFbParams {
             detection_margin: 0.01,
             compliance: 1e-8,
             servo_form: ServoForm::Paper,
+            linear_solver: LinearSolver::Dense,
+            pcr_iterations: 16,
+            pcr_tolerance: 1e-10,
+            preconditioner: Preconditioner::BlockJacobi,
         }
     }
 }
@@ -99,6 +114,10 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
     ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces" },
+    ParamDoc { name: "linear_solver", default: "dense", unit: "-", doc: "Newton system: dense (exact Jacobian, LU) or pcr (W frozen, matrix-free PCR, spec 1.6)" },
+    ParamDoc { name: "pcr_iterations", default: "16", unit: "-", doc: "PCR iterations per Newton iteration" },
+    ParamDoc { name: "pcr_tolerance", default: "1e-10", unit: "-", doc: "PCR relative residual tolerance" },
+    ParamDoc { name: "preconditioner", default: "block_jacobi", unit: "-", doc: "PCR preconditioner: jacobi or block_jacobi (rows sharing a body pair)" },
 ];
 
 impl NcpFbParams {
@@ -116,6 +135,9 @@ impl NcpFbParams {
         if self.newton_iterations == 0 {
             return bad("newton_iterations must be >= 1".into());
         }
+        if self.linear_solver == LinearSolver::Pcr && self.pcr_iterations == 0 {
+            return bad("pcr_iterations must be >= 1 with linear_solver: pcr".into());
+        }
         if self.k_min > self.newton_iterations {
             return bad(format!(
                 "k_min = {} must be <= newton_iterations = {}",
@@ -130,6 +152,7 @@ impl NcpFbParams {
             ("regularization", self.regularization),
             ("detection_margin", self.detection_margin),
             ("compliance", self.compliance),
+            ("pcr_tolerance", self.pcr_tolerance),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(format!("{what} = {v} must be finite and >= 0"));

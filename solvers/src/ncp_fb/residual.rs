@@ -504,6 +504,18 @@ impl Problem {
             .sum()
     }
 
+    /// Largest |r| over the equation rows (servo and equality rows), m/s: the NCP criterion
+    /// does not see them, so the stopping test checks them separately.
+    pub fn equation_residual(&self, r: &DVector<f64>) -> f64 {
+        self.blocks
+            .iter()
+            .filter_map(|b| match *b {
+                Block::Servo { row, .. } | Block::Equality { row, .. } => Some(r[row].abs()),
+                _ => None,
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// Largest violation of the linearized position constraints after the step (m or rad):
     /// max over complementarity rows of max(0, −(gap + h J u)).
     pub fn penetration(&self, u: &DVector<f64>) -> f64 {

@@ -7,6 +7,7 @@
 
 use nalgebra::DVector;
 
+use super::pcr::{pcr, Preconditioner, SchurSystem};
 use super::residual::{Friction, Problem};
 
 /// Solver settings (from [`super::NcpFbParams`]).
@@ -24,6 +25,25 @@ pub struct Settings {
     pub regularization: f64,
     /// Maximum line-search halvings.
     pub ls_iterations: usize,
+    /// How each Newton system is solved.
+    pub linear_solver: LinearSolver,
+    /// PCR iteration cap per Newton iteration.
+    pub pcr_iterations: usize,
+    /// PCR relative tolerance.
+    pub pcr_tolerance: f64,
+    /// PCR preconditioner.
+    pub preconditioner: Preconditioner,
+}
+
+/// How each Newton system is solved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearSolver {
+    /// The exact (non-symmetric) Jacobian, Schur complement formed and factorized (LU).
+    Dense,
+    /// The paper's system: W frozen within the iteration, symmetrized, matrix-free PCR
+    /// ([`super::pcr`]); an inexact Newton method.
+    Pcr,
 }
 
 /// The returned iterate.
@@ -43,8 +63,9 @@ pub struct Solution {
     pub converged: bool,
 }
 
-/// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0).
-pub fn solve(pb: &Problem, s: &Settings) -> Solution {
+/// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0). `pair_of_block[b]` is the body
+/// pair of block b when it is a contact (block-Jacobi groups; may be empty for Jacobi or dense).
+pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
     let nl = pb.nl();
     let velocity = |p: &DVector<f64>| pb.velocity(p);
     let constraint_residual = |u: &DVector<f64>, p: &DVector<f64>| pb.constraint_residual(u, p);
@@ -66,19 +87,38 @@ pub fn solve(pb: &Problem, s: &Settings) -> Solution {
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
     for k in 0..s.iterations {
-        let lin = pb.linearize(&u, &p, Friction::Exact);
-        let rc = lin.r;
-        let theta0 = rc.norm_squared();
-        let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
-        for i in 0..nl {
-            a[(i, i)] += s.regularization * w_diag[i];
-        }
-        let dp = match a.clone().lu().solve(&-&rc) {
-            Some(d) if d.iter().all(|x| x.is_finite()) => d,
-            _ => match a.full_piv_lu().solve(&-&rc) {
-                Some(d) if d.iter().all(|x| x.is_finite()) => d,
-                _ => break,
-            },
+        let (dp, theta0) = match s.linear_solver {
+            LinearSolver::Dense => {
+                let lin = pb.linearize(&u, &p, Friction::Exact);
+                let rc = lin.r;
+                let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
+                for i in 0..nl {
+                    a[(i, i)] += s.regularization * w_diag[i];
+                }
+                let dp = match a.clone().lu().solve(&-&rc) {
+                    Some(d) if d.iter().all(|x| x.is_finite()) => d,
+                    _ => match a.full_piv_lu().solve(&-&rc) {
+                        Some(d) if d.iter().all(|x| x.is_finite()) => d,
+                        _ => break,
+                    },
+                };
+                (dp, rc.norm_squared())
+            }
+            LinearSolver::Pcr => {
+                let sys = SchurSystem::new(
+                    pb,
+                    &u,
+                    &p,
+                    s.regularization,
+                    s.preconditioner,
+                    pair_of_block,
+                );
+                let (dp, _) = pcr(&sys, &sys.rhs, s.pcr_iterations, s.pcr_tolerance, 0.0);
+                if !dp.iter().all(|x| x.is_finite()) {
+                    break;
+                }
+                (dp, constraint_residual(&u, &p).norm_squared())
+            }
         };
         // Backtracking on ‖r_c‖² over projected trial points.
         let mut alpha = 1.0;
@@ -100,13 +140,16 @@ pub fn solve(pb: &Problem, s: &Settings) -> Solution {
         p = pt;
         u = velocity(&p);
         iterations = k + 1;
-        let residual = constraint_residual(&u, &p).amax();
+        let r = constraint_residual(&u, &p);
+        let residual = r.amax();
         let ncp = pb.ncp_criterion(&u, &p);
         if k + 1 < s.k_min {
             continue;
         }
         let converged = residual <= s.tolerance
-            || (ncp <= s.ncp_tolerance && pb.penetration(&u) <= s.tolerance * pb.h);
+            || (ncp <= s.ncp_tolerance
+                && pb.penetration(&u) <= s.tolerance * pb.h
+                && pb.equation_residual(&r) <= s.tolerance);
         let current = Solution {
             u: u.clone(),
             p: p.clone(),
