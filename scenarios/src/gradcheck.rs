@@ -110,13 +110,8 @@ impl Case {
         }
         let mut f = tight_solver();
         let r = adjoint::rollout(&mut f, &model, &initial, &controls, self.steps, self.h);
-        assert_eq!(
-            r.tape.len(),
-            self.steps,
-            "{}: rollout ended early",
-            self.name
-        );
-        let last = r.states.last().expect("at least the initial state");
+        assert_eq!(r.len(), self.steps, "{}: rollout ended early", self.name);
+        let last = r.final_state();
         self.a.dot(&last.q) + self.b.dot(&last.v)
     }
 
@@ -131,8 +126,8 @@ impl Case {
             self.steps,
             self.h,
         );
-        let unconverged = r.reports.iter().filter(|r| !r.converged).count();
-        let n = r.tape.len();
+        let unconverged = r.unconverged();
+        let n = r.len();
         let (nq, nv) = (self.model.nq, self.model.nv);
         let g = adjoint::backward(
             &f,

@@ -37,8 +37,9 @@
 //!
 //! # Memory
 //!
-//! The forward pass stores, per step, q⁻, v⁻, the controls and the converged impulses and
-//! velocity ([`TapeStep`]): O(nq + nv + nλ) per step, nothing per Newton iteration. The backward
+//! The forward pass stores, per step, q⁻, v⁻, the controls, the converged impulses and
+//! velocity and the solver's summary in flat arrays ([`Rollout`]): O(nq + nv + nu + nλ) per
+//! step, nothing per Newton iteration, no per-step heap allocation. The backward
 //! pass re-assembles each step at its stored state (deterministic, so the contact set is the
 //! forward one).
 
@@ -47,7 +48,6 @@ use nalgebra::{DMatrix, DVector};
 use super::residual::{Friction, Problem};
 use super::{Assembly, NcpFb};
 use crate::dynamics::integrate_positions;
-use crate::formulation::StepReport;
 use crate::model::{ActuatorKind, Model, State};
 
 /// Relative step of the central differences of the smooth assembly (see the module doc).
@@ -144,7 +144,7 @@ impl Parameter {
     }
 }
 
-/// What the forward pass keeps of one step.
+/// One step of the tape, unpacked ([`Rollout::step`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TapeStep {
     /// Positions before the step (nq).
@@ -159,17 +159,75 @@ pub struct TapeStep {
     pub u: DVector<f64>,
 }
 
-/// A rollout with its tape.
+/// A rollout with its tape: per step q⁻, v⁻, the controls, the converged impulses and
+/// velocity, and the solver's summary, stored in flat arrays (no per-step allocation, nothing
+/// per Newton iteration).
 #[derive(Debug, Clone)]
 pub struct Rollout {
-    /// States x_0 … x_N (N + 1).
-    pub states: Vec<State>,
-    /// One entry per step (N).
-    pub tape: Vec<TapeStep>,
-    /// The step reports (N).
-    pub reports: Vec<StepReport>,
     /// Time step (s).
     pub h: f64,
+    nq: usize,
+    nv: usize,
+    nu: usize,
+    q: Vec<f64>,
+    v: Vec<f64>,
+    ctrl: Vec<f64>,
+    u: Vec<f64>,
+    p: Vec<f64>,
+    p_start: Vec<usize>,
+    /// Newton iterations of each step.
+    pub iterations: Vec<usize>,
+    /// Residual max-norm of each step's returned iterate (m/s).
+    pub residuals: Vec<f64>,
+    /// Whether each step met its stopping test.
+    pub converged: Vec<bool>,
+    last: State,
+}
+
+impl Rollout {
+    /// Number of steps N taken.
+    pub fn len(&self) -> usize {
+        self.p_start.len()
+    }
+
+    /// True if no step was taken.
+    pub fn is_empty(&self) -> bool {
+        self.p_start.is_empty()
+    }
+
+    /// Steps that ended unconverged.
+    pub fn unconverged(&self) -> usize {
+        self.converged.iter().filter(|c| !**c).count()
+    }
+
+    /// State k (0 ≤ k ≤ N; t = k h).
+    pub fn state(&self, k: usize) -> State {
+        if k == self.len() {
+            return self.last.clone();
+        }
+        State {
+            q: DVector::from_column_slice(&self.q[k * self.nq..(k + 1) * self.nq]),
+            v: DVector::from_column_slice(&self.v[k * self.nv..(k + 1) * self.nv]),
+            t: self.last.t - (self.len() - k) as f64 * self.h,
+        }
+    }
+
+    /// The final state x_N.
+    pub fn final_state(&self) -> &State {
+        &self.last
+    }
+
+    /// Step k of the tape (0 ≤ k < N).
+    pub fn step(&self, k: usize) -> TapeStep {
+        let end = self.p_start.get(k + 1).copied().unwrap_or(self.p.len());
+        TapeStep {
+            q: DVector::from_column_slice(&self.q[k * self.nq..(k + 1) * self.nq]),
+            v: DVector::from_column_slice(&self.v[k * self.nv..(k + 1) * self.nv]),
+            ctrl: self.ctrl[k * self.nu..(k + 1) * self.nu].to_vec(),
+            p: DVector::from_column_slice(&self.p[self.p_start[k]..end]),
+            u: DVector::from_column_slice(&self.u[k * self.nv..(k + 1) * self.nv]),
+        }
+    }
 }
 
 /// Gradients of the loss.
@@ -187,6 +245,9 @@ pub struct Gradient {
     pub one_sided: usize,
     /// Assembly derivatives dropped because both perturbations changed the contact set.
     pub dropped: usize,
+    /// Forward steps the sweep went through that had not converged: there the implicit
+    /// function theorem does not apply and the gradient is not a derivative.
+    pub unconverged_steps: usize,
 }
 
 /// Run `n` steps from `initial` with `controls[k]` at step k (missing steps: zero controls),
@@ -199,30 +260,42 @@ pub fn rollout(
     n: usize,
     h: f64,
 ) -> Rollout {
-    let mut s = initial.clone();
+    let (nq, nv, nu) = (model.nq, model.nv, model.actuators.len());
     let mut out = Rollout {
-        states: vec![s.clone()],
-        tape: Vec::with_capacity(n),
-        reports: Vec::with_capacity(n),
         h,
+        nq,
+        nv,
+        nu,
+        q: Vec::with_capacity(n * nq),
+        v: Vec::with_capacity(n * nv),
+        ctrl: Vec::with_capacity(n * nu),
+        u: Vec::with_capacity(n * nv),
+        p: Vec::new(),
+        p_start: Vec::with_capacity(n),
+        iterations: Vec::with_capacity(n),
+        residuals: Vec::with_capacity(n),
+        converged: Vec::with_capacity(n),
+        last: initial.clone(),
     };
-    let zero = vec![0.0; model.actuators.len()];
+    let mut s = initial.clone();
+    let zero = vec![0.0; nu];
     for k in 0..n {
-        let ctrl = controls.get(k).unwrap_or(&zero).clone();
+        let ctrl = controls.get(k).unwrap_or(&zero);
         let (q, v) = (s.q.clone(), s.v.clone());
-        let (report, detail) = f.step_detail(model, &mut s, &ctrl, h);
-        let diverged = report.diverged.is_some();
-        out.reports.push(report);
+        let (report, detail) = f.step_detail(model, &mut s, ctrl, h);
         let Some(detail) = detail else { break };
-        out.tape.push(TapeStep {
-            q,
-            v,
-            ctrl,
-            p: detail.solution.p,
-            u: detail.solution.u,
-        });
-        out.states.push(s.clone());
-        if diverged {
+        out.q.extend(q.iter());
+        out.v.extend(v.iter());
+        out.ctrl
+            .extend((0..nu).map(|i| ctrl.get(i).copied().unwrap_or(0.0)));
+        out.u.extend(detail.solution.u.iter());
+        out.p_start.push(out.p.len());
+        out.p.extend(detail.solution.p.iter());
+        out.iterations.push(report.iterations);
+        out.residuals.push(report.residual);
+        out.converged.push(report.converged);
+        out.last = s.clone();
+        if report.diverged.is_some() {
             break;
         }
     }
@@ -346,8 +419,8 @@ pub fn backward(
     state_grad: &dyn Fn(usize, &State) -> (DVector<f64>, DVector<f64>),
 ) -> Gradient {
     let h = rollout.h;
-    let n = rollout.tape.len();
-    let (mut gq, mut gv) = state_grad(n, &rollout.states[n]);
+    let n = rollout.len();
+    let (mut gq, mut gv) = state_grad(n, rollout.final_state());
     let mut out = Gradient {
         q0: DVector::zeros(model.nq),
         v0: DVector::zeros(model.nv),
@@ -355,9 +428,10 @@ pub fn backward(
         params: vec![0.0; params.len()],
         one_sided: 0,
         dropped: 0,
+        unconverged_steps: rollout.unconverged(),
     };
     for k in (0..n).rev() {
-        let step = &rollout.tape[k];
+        let step = &rollout.step(k);
         let (dq_direct, du) = integrate_vjp(model, &step.q, &step.u, h, &gq);
         let g_u = &gv + du;
         let Ok(asm) = f.assemble(model, &step.q, &step.v, &step.ctrl, h, 0.0) else {
@@ -434,7 +508,7 @@ pub fn backward(
         for (j, g) in out.params.iter_mut().enumerate() {
             *g += grad[nq + nv + nu + j];
         }
-        let (lq, lv) = state_grad(k, &rollout.states[k]);
+        let (lq, lv) = state_grad(k, &rollout.state(k));
         gq += lq;
         gv += lv;
     }
