@@ -43,6 +43,10 @@ pub struct StepReport {
     pub residual: f64,
     /// Whether the solver met its tolerance (always true for explicit formulations).
     pub converged: bool,
+    /// The iteration whose iterate the step returned (1-based): below `iterations` where the
+    /// solver keeps its best iterate (`ncp_fb`, spec §2.5), equal to it otherwise, 0 when no
+    /// iteration ran.
+    pub best_iterate: usize,
     /// `Some(reason)` if the step produced a non-finite state.
     pub diverged: Option<String>,
     /// One record per contact that exerted (or could exert) force during the step.
@@ -56,6 +60,7 @@ impl StepReport {
             iterations: 0,
             residual: 0.0,
             converged: true,
+            best_iterate: 0,
             diverged: None,
             contacts,
         }

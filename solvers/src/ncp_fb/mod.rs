@@ -405,6 +405,7 @@ impl NcpFb {
             iterations: sol.iterations,
             residual: sol.residual,
             converged: sol.converged,
+            best_iterate: sol.best_iterate,
             diverged: None,
             contacts: asm.records(model, &sol),
         }

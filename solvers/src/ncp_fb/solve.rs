@@ -55,6 +55,8 @@ pub struct Solution {
     pub p: DVector<f64>,
     /// Newton iterations run.
     pub iterations: usize,
+    /// The iteration (1-based) whose iterate is returned (best-iterate selection, spec §2.5).
+    pub best_iterate: usize,
     /// Max-norm of the constraint residual at the returned iterate (m/s).
     pub residual: f64,
     /// NCP criterion at the returned iterate (J).
@@ -76,6 +78,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
             u,
             p,
             iterations: 0,
+            best_iterate: 0,
             residual: 0.0,
             ncp: 0.0,
             converged: true,
@@ -154,6 +157,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
             u: u.clone(),
             p: p.clone(),
             iterations,
+            best_iterate: iterations,
             residual,
             ncp,
             converged,
@@ -177,6 +181,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 u,
                 p,
                 iterations,
+                best_iterate: iterations,
                 residual,
                 ncp,
                 converged: false,

@@ -447,6 +447,7 @@ impl SoftConvex {
             iterations,
             residual: gradient,
             converged,
+            best_iterate: iterations,
             diverged: None,
             contacts: records,
         }
