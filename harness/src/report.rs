@@ -349,6 +349,15 @@ pub fn toss_aggregates(rows: &[Row]) -> Vec<TossAggregate> {
     out
 }
 
+/// Two decimals, or "–" for NaN (no ok toss).
+fn fmt2(x: f64) -> String {
+    if x.is_nan() {
+        "–".into()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
 /// The "Recorded tosses" section of the report (nothing when no row has a toss).
 fn toss_table(s: &mut String, rows: &[Row]) {
     let aggs = toss_aggregates(rows);
@@ -370,17 +379,17 @@ fn toss_table(s: &mut String, rows: &[Row]) {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} / {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
             a.scene,
             a.label,
             a.timestep_s,
             substeps,
             a.ok,
             a.tosses,
-            a.pos_pct[0],
-            a.pos_pct[1],
-            a.rot_deg[0],
-            a.rot_deg[1]
+            fmt2(a.pos_pct[0]),
+            fmt2(a.pos_pct[1]),
+            fmt2(a.rot_deg[0]),
+            fmt2(a.rot_deg[1])
         );
     }
 }
