@@ -183,7 +183,7 @@ fn build(v: &Value) -> Result<Scene, SceneError> {
     parts.options.timestep = SAMPLE_DT_S;
     let mut table = Geom::new("table", 0, GeomShape::Plane);
     table.pos = Vec3::new(0.0, 0.0, p.table_height);
-    table.material = mat.clone();
+    table.material = mat;
     parts.geoms.push(table);
     parts.bodies.push(Body::new(
         "cube",
