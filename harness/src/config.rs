@@ -153,10 +153,14 @@ pub enum ReferenceSpec {
         /// Reference timestep (s), > 0.
         timestep: f64,
     },
-    /// Recorded trajectories: `<dir>/<scene>.csv` in the format `contactlab simulate` writes.
+    /// Recorded trajectories. For `cube_toss` cells, the cell's toss file `<dir>/<toss>.csv`
+    /// (real data, `contactlab_scenarios::recorded`), compared at the recorded sample times
+    /// only; `dir` defaults to the scene's own `dir` parameter. For other scenes,
+    /// `<dir>/<scene>.csv` in the format `contactlab simulate` writes (then `dir` is required).
     Recorded {
-        /// Directory, relative to the experiment file.
-        dir: PathBuf,
+        /// Directory, relative to the experiment file's folder.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dir: Option<PathBuf>,
     },
     /// The scene's closed-form values (listed in the report); no trajectory error.
     Analytic,

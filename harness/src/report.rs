@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use contactlab_scenarios::benchmark::cube_toss::SAMPLE_DT_S;
+
 use crate::config::{self, ExperimentConfig, FigureKind};
 use crate::results::{column, read_cell, read_runs, write_atomic, write_runs, Manifest, Row};
 
@@ -148,6 +150,7 @@ pub fn render(
             acc
         );
     }
+    toss_table(&mut s, rows);
     let metrics: Vec<&str> = if cfg.metrics.is_empty() {
         DEFAULT_REPORT_METRICS.to_vec()
     } else {
@@ -266,6 +269,131 @@ pub fn render(
     s
 }
 
+/// Aggregates over recorded tosses of one (scene, formulation series, timestep).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TossAggregate {
+    /// Scene name.
+    pub scene: String,
+    /// Formulation series (label and sweep point).
+    pub label: String,
+    /// Timestep (s).
+    pub timestep_s: f64,
+    /// Cells (tosses) in the group.
+    pub tosses: usize,
+    /// Cells that finished `ok`; the statistics are over these.
+    pub ok: usize,
+    /// Mean and median over ok tosses of `traj_pos_error_mean_pct_width` (% of cube width).
+    pub pos_pct: [f64; 2],
+    /// Mean and median over ok tosses of `traj_rot_error_mean_deg` (deg).
+    pub rot_deg: [f64; 2],
+}
+
+/// Mean and median of `xs` (NaN when empty); NaN entries are skipped.
+fn mean_median(mut xs: Vec<f64>) -> [f64; 2] {
+    xs.retain(|x| !x.is_nan());
+    if xs.is_empty() {
+        return [f64::NAN; 2];
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    let median = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        0.5 * (xs[n / 2 - 1] + xs[n / 2])
+    };
+    [xs.iter().sum::<f64>() / n as f64, median]
+}
+
+/// Aggregate the rows that carry a `toss` per (scene, series, timestep): mean and median over
+/// the tosses whose cells finished `ok`.
+pub fn toss_aggregates(rows: &[Row]) -> Vec<TossAggregate> {
+    let mut groups: BTreeMap<(String, String, u64), Vec<&Row>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| !r.str("toss").is_empty()) {
+        groups
+            .entry((
+                r.str("scene").to_string(),
+                r.series(),
+                r.f64("timestep_s").to_bits(),
+            ))
+            .or_default()
+            .push(r);
+    }
+    let mut out: Vec<TossAggregate> = groups
+        .into_iter()
+        .map(|((scene, label, h), rs)| {
+            let ok: Vec<&&Row> = rs.iter().filter(|r| r.str("status") == "ok").collect();
+            TossAggregate {
+                scene,
+                label,
+                timestep_s: f64::from_bits(h),
+                tosses: rs.len(),
+                ok: ok.len(),
+                pos_pct: mean_median(
+                    ok.iter()
+                        .map(|r| r.f64("traj_pos_error_mean_pct_width"))
+                        .collect(),
+                ),
+                rot_deg: mean_median(
+                    ok.iter()
+                        .map(|r| r.f64("traj_rot_error_mean_deg"))
+                        .collect(),
+                ),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.scene.as_str(), a.label.as_str())
+            .cmp(&(b.scene.as_str(), b.label.as_str()))
+            .then(b.timestep_s.total_cmp(&a.timestep_s))
+    });
+    out
+}
+
+/// Two decimals, or "–" for NaN (no ok toss).
+fn fmt2(x: f64) -> String {
+    if x.is_nan() {
+        "–".into()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The "Recorded tosses" section of the report (nothing when no row has a toss).
+fn toss_table(s: &mut String, rows: &[Row]) {
+    let aggs = toss_aggregates(rows);
+    if aggs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Recorded tosses\n");
+    let _ = writeln!(
+        s,
+        "Error of each simulated toss against its recording, at the recorded samples: position as % of the cube width (0.1048 m), rotation as the angle of q_sim⁻¹ q_data (deg), each averaged over the samples of a toss; then the mean and median over the tosses whose cells finished ok. Substeps = (1/148 s) / timestep.\n"
+    );
+    let _ = writeln!(s, "| scene | formulation | timestep_s | substeps | tosses ok / run | position error mean (% width) | median (% width) | rotation error mean (deg) | median (deg) |\n|---|---|---|---|---|---|---|---|---|");
+    for a in aggs {
+        let substeps = SAMPLE_DT_S / a.timestep_s;
+        let substeps = if (substeps - substeps.round()).abs() < 1e-6 {
+            format!("{}", substeps.round())
+        } else {
+            format!("{substeps:.3}")
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
+            a.scene,
+            a.label,
+            a.timestep_s,
+            substeps,
+            a.ok,
+            a.tosses,
+            fmt2(a.pos_pct[0]),
+            fmt2(a.pos_pct[1]),
+            fmt2(a.rot_deg[0]),
+            fmt2(a.rot_deg[1])
+        );
+    }
+}
+
 /// Redraw the figures and `report.md` of the results folder `dir` from stored rows alone:
 /// `runs.parquet` if present, otherwise the finished cells in `cells/` (then `runs.parquet` and
 /// `runs.csv` are written from them first). Returns the paths written.
@@ -359,6 +487,33 @@ mod tests {
         r.set_str("status", status);
         r.set_f64("traj_error_mean", err);
         r
+    }
+
+    #[test]
+    fn toss_errors_aggregate_per_label_and_timestep_over_ok_cells() {
+        let toss = |id: &str, h: f64, status: &str, pos: f64, rot: f64| {
+            let mut r = row(h, status, pos);
+            r.set_str("toss", id);
+            r.set_f64("traj_pos_error_mean_pct_width", pos);
+            r.set_f64("traj_rot_error_mean_deg", rot);
+            r
+        };
+        let rows = vec![
+            toss("toss_001", 0.01, "ok", 1.0, 10.0),
+            toss("toss_002", 0.01, "ok", 2.0, 20.0),
+            toss("toss_005", 0.01, "ok", 6.0, 60.0),
+            toss("toss_007", 0.01, "diverged", 100.0, 100.0),
+            toss("toss_001", 0.001, "ok", 3.0, 5.0),
+            toss("toss_002", 0.001, "ok", 5.0, 7.0),
+            row(0.01, "ok", 1.0),
+        ];
+        let a = toss_aggregates(&rows);
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].timestep_s, a[0].tosses, a[0].ok), (0.01, 4, 3));
+        assert_eq!(a[0].pos_pct, [3.0, 2.0]);
+        assert_eq!(a[0].rot_deg, [30.0, 20.0]);
+        assert_eq!(a[1].pos_pct, [4.0, 4.0]);
+        assert_eq!(a[1].rot_deg, [6.0, 6.0]);
     }
 
     #[test]

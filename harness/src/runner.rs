@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use contactlab_scenarios::benchmark::cube_toss::CUBE_EDGE_M;
+use contactlab_scenarios::benchmark::CubeTossParams;
 use contactlab_scenarios::Scene;
 use contactlab_solvers::Formulation;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -187,7 +189,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
 }
 
 /// A reference trajectory, or why there is none.
-type RefResult = Result<Trajectory, String>;
+pub type RefResult = Result<Trajectory, String>;
 
 /// Compute or load the references the cells still to do need.
 fn references_for(plan: &Plan, catalog: &Catalog, todo: &[&Cell]) -> BTreeMap<String, RefResult> {
@@ -209,17 +211,24 @@ fn references_for(plan: &Plan, catalog: &Catalog, todo: &[&Cell]) -> BTreeMap<St
                 .collect()
         }
         ReferenceSpec::Recorded { dir } => {
-            let scenes: BTreeSet<&str> = todo.iter().map(|c| c.scene.as_str()).collect();
-            scenes
-                .into_iter()
-                .map(|s| {
-                    let p = dir.join(format!("{s}.csv"));
-                    (
-                        format!("scene:{s}"),
-                        Trajectory::read(&p).map_err(|e| e.to_string()),
-                    )
-                })
-                .collect()
+            let mut out = BTreeMap::new();
+            for c in todo {
+                let key = recorded_key(c);
+                if out.contains_key(&key) {
+                    continue;
+                }
+                let r = if c.scene == TOSS_SCENE {
+                    toss_reference(c, dir.as_deref())
+                } else {
+                    match dir {
+                        Some(d) => Trajectory::read(&d.join(format!("{}.csv", c.scene)))
+                            .map_err(|e| e.to_string()),
+                        None => Err("the recorded reference has no `dir`".to_string()),
+                    }
+                };
+                out.insert(key, r);
+            }
+            out
         }
         ReferenceSpec::Trajectory { file } => BTreeMap::from([(
             "file".to_string(),
@@ -238,10 +247,59 @@ fn reference_for<'a>(
         ReferenceSpec::SameFormulation { .. } => {
             cell.reference_id.as_ref().and_then(|id| refs.get(id))
         }
-        ReferenceSpec::Recorded { .. } => refs.get(&format!("scene:{}", cell.scene)),
+        ReferenceSpec::Recorded { .. } => refs.get(&recorded_key(cell)),
         ReferenceSpec::Trajectory { .. } => refs.get("file"),
         _ => None,
     }
+}
+
+/// The scene whose recorded reference is a toss file of real data.
+const TOSS_SCENE: &str = "cube_toss";
+
+/// The key of a cell's recorded reference: its toss (folder and id) for `cube_toss`, else its
+/// scene.
+fn recorded_key(cell: &Cell) -> String {
+    if cell.scene == TOSS_SCENE {
+        let p = &cell.scene_params;
+        format!(
+            "toss:{}:{}",
+            p.get("dir").unwrap_or(&serde_json::Value::Null),
+            p.get("toss").unwrap_or(&serde_json::Value::Null)
+        )
+    } else {
+        format!("scene:{}", cell.scene)
+    }
+}
+
+fn toss_reference(cell: &Cell, dir: Option<&Path>) -> RefResult {
+    recorded_toss(&cell.scene_params, dir)
+}
+
+/// The recording of the toss of `cube_toss` parameters `params` as a reference compared at
+/// its sample times (`samples_only`): free-joint states (position m, quaternion; table-frame
+/// linear m/s, body-frame angular rad/s velocity), times shifted so that the first sample is
+/// at t = 0 like the scene's initial state. `dir` overrides the scene's toss folder.
+///
+/// # Errors
+/// Bad parameters, unknown toss, or a malformed file (file and line), as text.
+pub fn recorded_toss(params: &serde_json::Value, dir: Option<&Path>) -> RefResult {
+    let p: CubeTossParams = if params.is_null() {
+        CubeTossParams::default()
+    } else {
+        serde_json::from_value(params.clone()).map_err(|e| e.to_string())?
+    };
+    let rec = p.recording(dir).map_err(|e| e.to_string())?;
+    let t0 = rec.samples[0].t;
+    let mut traj = Trajectory {
+        samples_only: true,
+        ..Trajectory::default()
+    };
+    for s in &rec.samples {
+        let mut state = s.state([0.0; 3]);
+        state.t -= t0;
+        traj.push(&state);
+    }
+    Ok(traj)
 }
 
 /// Run the cell's scene and formulation at the reference timestep, keeping every state.
@@ -317,6 +375,12 @@ fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
     row.set_u64("seed", cell.seed);
     row.set_f64("horizon_s", cell.horizon_s);
     row.set_u64("threads", threads as u64);
+    let toss = match cell.scene_params.get("toss") {
+        Some(serde_json::Value::String(t)) => t.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    row.set_str("toss", toss);
     row
 }
 
@@ -401,6 +465,16 @@ fn simulate_cell(
         plan.config.log_steps,
     );
     out.acc.finish(row);
+    row.set_f64(
+        "traj_rot_error_mean_deg",
+        row.f64("traj_rot_error_mean_rad").to_degrees(),
+    );
+    if cell.scene == TOSS_SCENE && reference.is_some() {
+        row.set_f64(
+            "traj_pos_error_mean_pct_width",
+            100.0 * row.f64("traj_pos_error_mean_m") / CUBE_EDGE_M,
+        );
+    }
     let wall = out.wall.as_secs_f64();
     row.set_f64("wall_time_s", wall);
     row.set_f64("steps_per_s", out.acc.steps() as f64 / wall);
@@ -441,6 +515,11 @@ pub struct Rollout {
 }
 
 /// Step `f` on `scene` for `horizon` seconds at timestep `h`, measuring as it goes.
+///
+/// Errors against `reference` are taken after every step at the step's time (the reference
+/// interpolated), or, when `reference.samples_only`, only at the reference's sample times
+/// after the initial one: a step whose time is within `h / 2` of the next sample is compared
+/// with that sample (with `h` dividing the sampling interval, exactly at the samples).
 pub fn rollout(
     scene: &Scene,
     f: &mut dyn Formulation,
@@ -455,6 +534,8 @@ pub fn rollout(
     let mut log = log_steps.then(|| StepLog::new(&state));
     let mut wall = Duration::ZERO;
     let mut diverged = None;
+    // Next reference sample to compare with (samples-only references).
+    let mut next = reference.map_or(0, |r| r.t.partition_point(|&t| t <= state.t + 0.5 * h));
     for _ in 0..step_count(horizon, h) {
         let u = scene.controls_at(state.t, &state);
         let t0 = Instant::now();
@@ -464,10 +545,26 @@ pub fn rollout(
         if let Some(l) = log.as_mut() {
             l.push(&state, &report, why.is_some());
         }
-        if let Some(r) = reference.and_then(|r| r.at(state.t)) {
-            if state.is_finite() {
-                acc.observe_error(state_error(model, &state.q, &r.q));
+        match reference {
+            Some(r) if r.samples_only => {
+                while next < r.t.len() && r.t[next] < state.t - 0.5 * h {
+                    next += 1;
+                }
+                if next < r.t.len() && (r.t[next] - state.t).abs() <= 0.5 * h {
+                    if state.is_finite() {
+                        acc.observe_error(state_error(model, &state.q, &r.q[next]));
+                    }
+                    next += 1;
+                }
             }
+            Some(r) => {
+                if let Some(rs) = r.at(state.t) {
+                    if state.is_finite() {
+                        acc.observe_error(state_error(model, &state.q, &rs.q));
+                    }
+                }
+            }
+            None => {}
         }
         if why.is_some() {
             diverged = why;

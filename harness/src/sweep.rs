@@ -208,7 +208,7 @@ pub fn plan(
             }
             cfg.reference.clone()
         }
-        ReferenceSpec::Recorded { dir } => {
+        ReferenceSpec::Recorded { dir: Some(dir) } => {
             let dir = base.join(dir);
             if !dir.is_dir() {
                 return Err(err(
@@ -216,7 +216,19 @@ pub fn plan(
                     format!("'{}' is not a readable directory", dir.display()),
                 ));
             }
-            ReferenceSpec::Recorded { dir }
+            ReferenceSpec::Recorded { dir: Some(dir) }
+        }
+        ReferenceSpec::Recorded { dir: None } => {
+            if let Some(si) = cfg.scenes.iter().position(|s| s.name != "cube_toss") {
+                return Err(err(
+                    "reference",
+                    format!(
+                        "a recorded reference needs `dir` for scene '{}' (only cube_toss finds its recordings itself)",
+                        cfg.scenes[si].name
+                    ),
+                ));
+            }
+            cfg.reference.clone()
         }
         ReferenceSpec::Trajectory { file: f } => {
             let f = base.join(f);
@@ -263,8 +275,14 @@ pub fn plan(
             })
             .map(|(p, v)| (p.clone(), v.clone()))
             .collect();
-        for s_combo in product(&s_axes) {
-            let mut sp = s.params.clone();
+        // A scene may enumerate a parameter itself (cube_toss `toss: all`): one variant each.
+        let variants = contactlab_scenarios::expand(&s.name, &s.params)
+            .map_err(|e| err(&format!("scenes[{si}]"), e.to_string()))?;
+        for (base_params, s_combo) in variants
+            .iter()
+            .flat_map(|v| product(&s_axes).into_iter().map(move |c| (v, c)))
+        {
+            let mut sp = base_params.clone();
             for (k, v) in &s_combo {
                 sp.insert(k.clone(), v.clone());
             }

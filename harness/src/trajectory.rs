@@ -24,6 +24,9 @@ pub struct Trajectory {
     pub q: Vec<DVector<f64>>,
     /// Generalized velocities at each time (length nv each).
     pub v: Vec<DVector<f64>>,
+    /// Compare a run with this reference only at its sample times (recorded data: the error
+    /// is a mean over recorded samples), instead of at every step by interpolation.
+    pub samples_only: bool,
 }
 
 impl Trajectory {
@@ -108,6 +111,7 @@ impl Trajectory {
             .collect::<Result<_, _>>()?;
         let n = t.len();
         Ok(Self {
+            samples_only: false,
             q: (0..n)
                 .map(|k| DVector::from_iterator(nq, qs.iter().map(|c| c[k])))
                 .collect(),

@@ -18,6 +18,7 @@ pub mod closed_form;
 pub mod gradcheck;
 pub mod mesh_file;
 pub mod mjcf;
+pub mod recorded;
 pub mod terrain;
 
 /// Open-loop controls: `u(t, state)` returns one value per actuator.
@@ -143,6 +144,23 @@ pub fn find(name: &str) -> Result<&'static SceneEntry, SceneError> {
 /// Unknown scene, bad parameters, or an invalid resulting model.
 pub fn build(name: &str, params: &serde_json::Value) -> Result<Scene, SceneError> {
     (find(name)?.build)(params)
+}
+
+/// Expand a scene entry's parameters into the parameter objects of its cells: scenes that
+/// enumerate a parameter themselves return one object per value (`cube_toss` with
+/// `toss: all`: one per toss file, see [`benchmark::cube_toss::expand`]); every other scene
+/// returns `params` unchanged, alone.
+///
+/// # Errors
+/// The scene's own error (for `cube_toss`: unreadable toss folder, unknown toss).
+pub fn expand(
+    name: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, SceneError> {
+    match name {
+        "cube_toss" => benchmark::cube_toss::expand(params),
+        _ => Ok(vec![params.clone()]),
+    }
 }
 
 /// Parse a parameter struct (`null` means defaults), naming the scene in errors.
