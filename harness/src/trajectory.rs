@@ -3,7 +3,8 @@
 //! ([`Trajectory`]), and the state error against a reference ([`state_error`]).
 //!
 //! File columns, in order: `t` (s), `qpos_0 .. qpos_{nq-1}`, `qvel_0 .. qvel_{nv-1}`,
-//! `n_contacts`, `iterations`, `residual`, `diverged` (0 or 1). CSV or Parquet by extension.
+//! `n_contacts`, `iterations`, `best_iterate` (the iteration whose iterate the step returned),
+//! `residual`, `converged` (0 or 1), `diverged` (0 or 1). CSV or Parquet by extension.
 
 use std::path::Path;
 
@@ -132,8 +133,12 @@ pub struct StepLog {
     pub n_contacts: Vec<u64>,
     /// Solver iterations per step.
     pub iterations: Vec<u64>,
+    /// The iteration whose iterate each step returned (best-iterate selection).
+    pub best_iterate: Vec<u64>,
     /// Final residual per step.
     pub residual: Vec<f64>,
+    /// 1 if the step's solver met its stopping test.
+    pub converged: Vec<u64>,
     /// 1 if the step diverged.
     pub diverged: Vec<u64>,
 }
@@ -145,7 +150,9 @@ impl StepLog {
         log.traj.push(initial);
         log.n_contacts.push(0);
         log.iterations.push(0);
+        log.best_iterate.push(0);
         log.residual.push(0.0);
+        log.converged.push(1);
         log.diverged.push(0);
         log
     }
@@ -155,7 +162,9 @@ impl StepLog {
         self.traj.push(state);
         self.n_contacts.push(report.contacts.len() as u64);
         self.iterations.push(report.iterations as u64);
+        self.best_iterate.push(report.best_iterate as u64);
         self.residual.push(report.residual);
+        self.converged.push(u64::from(report.converged));
         self.diverged.push(u64::from(diverged));
     }
 
@@ -182,7 +191,12 @@ impl StepLog {
         }
         cols.push(Column::new("n_contacts".into(), self.n_contacts.clone()));
         cols.push(Column::new("iterations".into(), self.iterations.clone()));
+        cols.push(Column::new(
+            "best_iterate".into(),
+            self.best_iterate.clone(),
+        ));
         cols.push(Column::new("residual".into(), self.residual.clone()));
+        cols.push(Column::new("converged".into(), self.converged.clone()));
         cols.push(Column::new("diverged".into(), self.diverged.clone()));
         DataFrame::new(n, cols)
     }

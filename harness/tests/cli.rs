@@ -244,7 +244,7 @@ fn simulate_writes_the_trajectory_columns() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "t,qpos_0,qvel_0,n_contacts,iterations,residual,diverged"
+        "t,qpos_0,qvel_0,n_contacts,iterations,best_iterate,residual,converged,diverged"
     );
     assert_eq!(lines.count(), 11);
     let p = contactlab(

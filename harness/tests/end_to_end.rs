@@ -221,7 +221,9 @@ fn per_step_logs_are_written_when_asked() {
             "qvel_0",
             "n_contacts",
             "iterations",
+            "best_iterate",
             "residual",
+            "converged",
             "diverged"
         ]
     );
