@@ -452,8 +452,12 @@ pub fn backward(
             let jb = &pb.j * &pb.minv_jt;
             let mut a = &lin.r_vel * &jb + &lin.r_p;
             if mode == Mode::Lagged {
+                let reg = pb.regularization(
+                    f.params.regularization,
+                    f.params.friction_regularization,
+                );
                 for i in 0..nl {
-                    a[(i, i)] += f.params.regularization * jb[(i, i)];
+                    a[(i, i)] += reg[i];
                 }
             }
             let w_p = solve_transposed(&a, &(pb.minv_jt.transpose() * &g_u));

@@ -67,7 +67,8 @@
 //! Newton on the constraint residual after eliminating (R1) ([`solve`]): the Jacobian is exact,
 //! including ∂W/∂(u, p_n, p_f), so it is non-symmetric; the Schur complement
 //! `A = ∂r/∂u M⁻¹Jᵀ + ∂r/∂p` (spec eq. (12)) plus the Newton-only regularization
-//! `reg·(J M⁻¹ Jᵀ)_ii` on its diagonal (matrix only, never the residual, §1.5) is solved densely
+//! `reg_i·(J M⁻¹ Jᵀ)_ii` on its diagonal (`regularization` on normal, limit, servo and
+//! equality rows, `friction_regularization` on friction rows) (matrix only, never the residual, §1.5) is solved densely
 //! (LU, nalgebra) with `linear_solver: dense` (the default: exact Newton, the most robust).
 //! `linear_solver: pcr` is the paper's method (§1.5–1.6, [`pcr`]): W frozen within the
 //! iteration, the rows divided by their ∂r/∂v so the Schur complement is symmetric, applied
@@ -363,6 +364,7 @@ impl NcpFb {
             tolerance: p.tolerance,
             ncp_tolerance: p.ncp_tolerance,
             regularization: p.regularization,
+            friction_regularization: p.friction_regularization,
             ls_iterations: p.ls_iterations,
             linear_solver: p.linear_solver,
             pcr_iterations: p.pcr_iterations,

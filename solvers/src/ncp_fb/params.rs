@@ -29,8 +29,11 @@ pub struct NcpFbParams {
     /// (spec §7.3 asks ε_v² ≤ 1e-8 m²/s²); a sticking contact creeps at ≈ ε_v²/(2 w_t g).
     pub friction_smoothing: f64,
     /// Newton-only regularization, relative to each row's inverse weight (J M⁻¹ Jᵀ)_ii, added to
-    /// the Schur complement's diagonal only, never to the residual (spec §1.5).
+    /// the Schur complement's diagonal only, never to the residual (spec §1.5): normal, limit,
+    /// servo and equality rows.
     pub regularization: f64,
+    /// The same for the friction rows.
+    pub friction_regularization: f64,
     /// Maximum backtracking halvings of the line search on the residual norm (spec §7.4).
     pub ls_iterations: usize,
     /// Extra collision detection distance (m): contacts up to this far apart at q⁻ get
@@ -89,6 +92,7 @@ impl Default for NcpFbParams {
             fb_smoothing: 1e-8,
             friction_smoothing: 1e-6,
             regularization: 1e-10,
+            friction_regularization: 1e-10,
             ls_iterations: 20,
             detection_margin: 0.01,
             compliance: 1e-8,
@@ -109,7 +113,8 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "ncp_tolerance", default: "1e-9", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
     ParamDoc { name: "fb_smoothing", default: "1e-8", unit: "m", doc: "Fischer-Burmeister smoothing length (resting gap eps^2/(2 h^2 w_n lambda_n))" },
     ParamDoc { name: "friction_smoothing", default: "1e-6", unit: "m/s", doc: "slip-speed smoothing in the maximal-dissipation weight W" },
-    ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii" },
+    ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii: normal, limit, servo, equality rows" },
+    ParamDoc { name: "friction_regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization of the friction rows, relative to (J M^-1 J^T)_ii" },
     ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
@@ -150,6 +155,7 @@ impl NcpFbParams {
             ("fb_smoothing", self.fb_smoothing),
             ("friction_smoothing", self.friction_smoothing),
             ("regularization", self.regularization),
+            ("friction_regularization", self.friction_regularization),
             ("detection_margin", self.detection_margin),
             ("compliance", self.compliance),
             ("pcr_tolerance", self.pcr_tolerance),

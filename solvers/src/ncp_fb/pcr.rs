@@ -7,7 +7,7 @@
 //! α, E/h²). Dividing each row by its `D_v` (guarded below by [`DV_FLOOR`]: a separating
 //! contact has s_n → 0 and its row then decouples) gives the symmetric system
 //!
-//! `(J M⁻¹ Jᵀ + C) Δp = −D_v⁻¹ r`,  `C = D_v⁻¹ D_p + reg·diag(J M⁻¹ Jᵀ)`,
+//! `(J M⁻¹ Jᵀ + C) Δp = −D_v⁻¹ r`,  `C = D_v⁻¹ D_p + reg_i·(J M⁻¹ Jᵀ)_ii`,
 //!
 //! spec eq. (12) in impulses, whose operator is applied as `J (M⁻¹Jᵀ v) + C v` (two
 //! matrix–vector products with the stored `J` and `M⁻¹Jᵀ`; the Schur complement is never
@@ -44,26 +44,24 @@ pub struct SchurSystem<'a> {
 }
 
 impl<'a> SchurSystem<'a> {
-    /// Build at `(u, p)` with Newton-only regularization `reg` (relative to diag(J M⁻¹ Jᵀ)).
+    /// Build at `(u, p)` with the Newton-only regularization `reg` added to the diagonal
+    /// ([`Problem::regularization`]).
     /// `pair_of_block[b]` is the body pair of block b when it is a contact (for block-Jacobi).
     pub fn new(
         pb: &'a Problem,
         u: &DVector<f64>,
         p: &DVector<f64>,
-        reg: f64,
+        reg: &DVector<f64>,
         preconditioner: Preconditioner,
         pair_of_block: &[Option<[usize; 2]>],
     ) -> Self {
         let nl = pb.nl();
         let lin = pb.linearize(u, p, Friction::Lagged);
-        let w_diag: Vec<f64> = (0..nl)
-            .map(|i| pb.j.row(i).dot(&pb.minv_jt.column(i).transpose()))
-            .collect();
         let mut c = DVector::zeros(nl);
         let mut rhs = DVector::zeros(nl);
         for i in 0..nl {
             let dv = lin.r_vel[(i, i)].max(DV_FLOOR);
-            c[i] = lin.r_p[(i, i)] / dv + reg * w_diag[i];
+            c[i] = lin.r_p[(i, i)] / dv + reg[i];
             rhs[i] = -lin.r[i] / dv;
         }
         // Row groups of the preconditioner.
@@ -236,7 +234,8 @@ mod tests {
         let p = DVector::from_vec(vec![0.2, 0.03, -0.02, 0.1, 0.01, 0.0, 0.05]);
         let u = pb.velocity(&p);
         for pre in [Preconditioner::Jacobi, Preconditioner::BlockJacobi] {
-            let sys = SchurSystem::new(&pb, &u, &p, 1e-8, pre, &pairs);
+            let reg = pb.regularization(1e-8, 1e-6);
+            let sys = SchurSystem::new(&pb, &u, &p, &reg, pre, &pairs);
             // Dense reference: (J M⁻¹ Jᵀ + C) x = rhs.
             let mut a = &pb.j * &pb.minv_jt;
             for i in 0..pb.nl() {

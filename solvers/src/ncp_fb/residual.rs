@@ -504,6 +504,28 @@ impl Problem {
             .sum()
     }
 
+    /// The Newton-only regularization added to the Schur complement's diagonal (spec §1.5):
+    /// `reg·(J M⁻¹ Jᵀ)_ii` with `reg = friction` on friction rows and `normal` on every other
+    /// row (nλ).
+    pub fn regularization(&self, normal: f64, friction: f64) -> DVector<f64> {
+        let mut reg = DVector::from_element(self.nl(), normal);
+        for b in &self.blocks {
+            if let Block::Contact {
+                row,
+                friction: true,
+                ..
+            } = *b
+            {
+                reg[row + 1] = friction;
+                reg[row + 2] = friction;
+            }
+        }
+        for (i, r) in reg.iter_mut().enumerate() {
+            *r *= self.j.row(i).dot(&self.minv_jt.column(i).transpose());
+        }
+        reg
+    }
+
     /// Largest |r| over the equation rows (servo and equality rows), m/s: the NCP criterion
     /// does not see them, so the stopping test checks them separately.
     pub fn equation_residual(&self, r: &DVector<f64>) -> f64 {

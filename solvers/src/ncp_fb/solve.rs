@@ -21,8 +21,10 @@ pub struct Settings {
     pub tolerance: f64,
     /// NCP criterion tolerance (J).
     pub ncp_tolerance: f64,
-    /// Relative Newton-only regularization.
+    /// Relative Newton-only regularization of the normal, limit, servo and equality rows.
     pub regularization: f64,
+    /// Relative Newton-only regularization of the friction rows.
+    pub friction_regularization: f64,
     /// Maximum line-search halvings.
     pub ls_iterations: usize,
     /// How each Newton system is solved.
@@ -84,9 +86,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
             converged: true,
         };
     }
-    let w_diag: Vec<f64> = (0..nl)
-        .map(|i| pb.j.row(i).dot(&pb.minv_jt.column(i).transpose()))
-        .collect();
+    let reg = pb.regularization(s.regularization, s.friction_regularization);
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
     for k in 0..s.iterations {
@@ -96,7 +96,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 let rc = lin.r;
                 let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
                 for i in 0..nl {
-                    a[(i, i)] += s.regularization * w_diag[i];
+                    a[(i, i)] += reg[i];
                 }
                 let dp = match a.clone().lu().solve(&-&rc) {
                     Some(d) if d.iter().all(|x| x.is_finite()) => d,
@@ -112,7 +112,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                     pb,
                     &u,
                     &p,
-                    s.regularization,
+                    &reg,
                     s.preconditioner,
                     pair_of_block,
                 );
