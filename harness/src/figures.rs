@@ -64,7 +64,9 @@ fn spec(kind: FigureKind) -> Spec {
     }
 }
 
-/// One line: label → sorted (timestep, mean value, any diverged).
+/// One line: label → sorted (timestep, mean value over the cells that finished ok (NaN if
+/// none), any diverged). A timestep where some cells diverged and others finished (e.g. some
+/// of many seeds or tosses) gets both a point and a cross.
 type Lines = BTreeMap<String, Vec<(f64, f64, bool)>>;
 
 fn lines(rows: &[&Row], column: &str) -> Lines {
@@ -235,7 +237,6 @@ where
         let color = Palette99::pick(i).to_rgba();
         let line: Vec<(f64, f64)> = pts
             .iter()
-            .filter(|p| !p.2)
             .filter_map(|&(h, v, _)| Some((tr(true, h)?, tr(log_y, v)?)))
             .collect();
         let style = ShapeStyle::from(&color).stroke_width(px(1.5) as u32);
@@ -265,7 +266,7 @@ where
         chart
             .draw_series(std::iter::once(Cross::new((x0, y0), 0, BLACK)))
             .map_err(err)?
-            .label("x at top: diverged")
+            .label("x at top: cells diverged")
             .legend(move |(x, y)| Cross::new((x + 10, y), 4, BLACK));
     }
     chart

@@ -452,10 +452,8 @@ pub fn backward(
             let jb = &pb.j * &pb.minv_jt;
             let mut a = &lin.r_vel * &jb + &lin.r_p;
             if mode == Mode::Lagged {
-                let reg = pb.regularization(
-                    f.params.regularization,
-                    f.params.friction_regularization,
-                );
+                let reg =
+                    pb.regularization(f.params.regularization, f.params.friction_regularization);
                 for i in 0..nl {
                     a[(i, i)] += reg[i];
                 }

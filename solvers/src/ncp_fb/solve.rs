@@ -108,14 +108,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 (dp, rc.norm_squared())
             }
             LinearSolver::Pcr => {
-                let sys = SchurSystem::new(
-                    pb,
-                    &u,
-                    &p,
-                    &reg,
-                    s.preconditioner,
-                    pair_of_block,
-                );
+                let sys = SchurSystem::new(pb, &u, &p, &reg, s.preconditioner, pair_of_block);
                 let (dp, _) = pcr(&sys, &sys.rhs, s.pcr_iterations, s.pcr_tolerance, 0.0);
                 if !dp.iter().all(|x| x.is_finite()) {
                     break;
