@@ -76,7 +76,9 @@
 //! block-Jacobi per body pair): an inexact Newton method, cheaper per iteration and slower to
 //! converge.
 //! Iterates start at p = 0 (§2.5), are projected onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n (so W ≥ 0 and the
-//! cone hold on every stored iterate), and are globalized by backtracking on ‖r‖² (§7.4). The
+//! cone hold on every stored iterate), and are globalized by backtracking on ‖r‖² (§7.4);
+//! where the exact direction stalls (step below 1/32) the frozen-W direction is tried too and
+//! the better trial kept (on box_traversal this cut the worst residual from 0.15 to 9e-3 m/s). The
 //! best iterate (smallest residual, k + 1 ≥ k_min) is returned; the loop stops when the
 //! residual max-norm is below `tolerance` or the NCP criterion (DESIGN.md, impulses, in its
 //! position-level form [`residual::Problem::ncp_criterion`]: the normal velocity replaced by
@@ -100,8 +102,8 @@
 //!   says so (`scenarios/tests/ncp_fb_closed_form.rs`).
 //! * On box_traversal, while the front wheels climb onto the box (statically indeterminate
 //!   wheel contacts sliding slowly at the cone boundary, slip speeds 1e-5 to 1e-3 m/s), Newton
-//!   stalls on about one step in five: 230 of 1200 at h = 5 ms with 16 iterations (132 with
-//!   40), residuals up to 0.15 m/s; the robot still crosses the box.
+//!   stalls on about one step in six: 214 of 1200 at h = 5 ms with 16 iterations (85 with
+//!   40), residuals up to 9e-3 m/s (6e-3 with 40); the robot still crosses the box.
 //!   Unconverged steps are reported; the adjoint through them is not a derivative of anything
 //!   (the implicit function theorem needs the root) and can grow without bound.
 //! * Not modelled: joint friction loss ([`NcpFb::ignores_friction_loss`]), torsional and

@@ -10,6 +10,9 @@ use nalgebra::DVector;
 use super::pcr::{pcr, Preconditioner, SchurSystem};
 use super::residual::{Friction, Problem};
 
+/// A line-search step below this counts as a stall of the exact Newton direction.
+const STALL_STEP: f64 = 1.0 / 32.0;
+
 /// Solver settings (from [`super::NcpFbParams`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -90,23 +93,27 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
     for k in 0..s.iterations {
-        let (dp, theta0) = match s.linear_solver {
-            LinearSolver::Dense => {
-                let lin = pb.linearize(&u, &p, Friction::Exact);
-                let rc = lin.r;
-                let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
-                for i in 0..nl {
-                    a[(i, i)] += reg[i];
-                }
-                let dp = match a.clone().lu().solve(&-&rc) {
-                    Some(d) if d.iter().all(|x| x.is_finite()) => d,
-                    _ => match a.full_piv_lu().solve(&-&rc) {
-                        Some(d) if d.iter().all(|x| x.is_finite()) => d,
-                        _ => break,
-                    },
-                };
-                (dp, rc.norm_squared())
+        let dense_direction = |mode: Friction| -> Option<(DVector<f64>, f64)> {
+            let lin = pb.linearize(&u, &p, mode);
+            let rc = lin.r;
+            let mut a = &lin.r_vel * (&pb.j * &pb.minv_jt) + lin.r_p;
+            for i in 0..nl {
+                a[(i, i)] += reg[i];
             }
+            let dp = match a.clone().lu().solve(&-&rc) {
+                Some(d) if d.iter().all(|x| x.is_finite()) => d,
+                _ => a
+                    .full_piv_lu()
+                    .solve(&-&rc)
+                    .filter(|d| d.iter().all(|x| x.is_finite()))?,
+            };
+            Some((dp, rc.norm_squared()))
+        };
+        let (dp, theta0) = match s.linear_solver {
+            LinearSolver::Dense => match dense_direction(Friction::Exact) {
+                Some(d) => d,
+                None => break,
+            },
             LinearSolver::Pcr => {
                 let sys = SchurSystem::new(pb, &u, &p, &reg, s.preconditioner, pair_of_block);
                 let (dp, _) = pcr(&sys, &sys.rhs, s.pcr_iterations, s.pcr_tolerance, 0.0);
@@ -116,21 +123,36 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 (dp, constraint_residual(&u, &p).norm_squared())
             }
         };
-        // Backtracking on ‖r_c‖² over projected trial points.
-        let mut alpha = 1.0;
-        let mut chosen: Option<(f64, DVector<f64>)> = None;
-        for _ in 0..=s.ls_iterations {
-            let mut pt = &p + &dp * alpha;
-            pb.project(&mut pt);
-            let th = constraint_residual(&velocity(&pt), &pt).norm_squared();
-            let better = chosen.as_ref().is_none_or(|(b, _)| th < *b);
-            if th.is_finite() && better {
-                chosen = Some((th, pt));
+        // Backtracking on ‖r_c‖² over projected trial points: (last step length, best trial).
+        let search = |dp: &DVector<f64>| {
+            let mut alpha = 1.0;
+            let mut chosen: Option<(f64, DVector<f64>)> = None;
+            for _ in 0..=s.ls_iterations {
+                let mut pt = &p + dp * alpha;
+                pb.project(&mut pt);
+                let th = constraint_residual(&velocity(&pt), &pt).norm_squared();
+                let better = chosen.as_ref().is_none_or(|(b, _)| th < *b);
+                if th.is_finite() && better {
+                    chosen = Some((th, pt));
+                }
+                if th <= (1.0 - 1e-4 * alpha) * theta0 {
+                    break;
+                }
+                alpha *= 0.5;
             }
-            if th <= (1.0 - 1e-4 * alpha) * theta0 {
-                break;
+            (alpha, chosen)
+        };
+        let (alpha, mut chosen) = search(&dp);
+        // Where the exact direction stalls (a short step: the iterate sits in a kink of W or of
+        // the projection), also try the frozen-W direction and keep the better trial.
+        if s.linear_solver == LinearSolver::Dense && alpha < STALL_STEP {
+            if let Some((dp2, _)) = dense_direction(Friction::Lagged) {
+                if let (_, Some((th2, pt2))) = search(&dp2) {
+                    if chosen.as_ref().is_none_or(|(th, _)| th2 < *th) {
+                        chosen = Some((th2, pt2));
+                    }
+                }
             }
-            alpha *= 0.5;
         }
         let Some((_, pt)) = chosen else { break };
         p = pt;
