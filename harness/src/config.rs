@@ -111,14 +111,25 @@ fn default_window() -> f64 {
     DEFAULT_REANCHOR_WINDOW_S
 }
 
-/// A scene entry: its registry name and its parameters (every other key).
+/// A scene entry: its registry name, optional label and its parameters (every other key).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SceneSpec {
     /// Registry name.
     pub name: String,
+    /// Label in results, tables and figures; default: the name. Labels must be unique, so two
+    /// entries of the same scene (e.g. two terrains) need labels and are never merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Parameters, passed to the scene registry as a JSON object.
     #[serde(flatten)]
     pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+impl SceneSpec {
+    /// The label used in results: `label`, or the name.
+    pub fn label(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// A formulation entry: registry name, optional label, parameters (every other key).

@@ -120,12 +120,12 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
     } else {
         kinds.to_vec()
     };
-    let mut scenes: Vec<&str> = rows.iter().map(|r| r.str("scene")).collect();
+    let mut scenes: Vec<&str> = rows.iter().map(|r| r.scene_label()).collect();
     scenes.sort_unstable();
     scenes.dedup();
     let mut written = Vec::new();
     for scene in scenes {
-        let scene_rows: Vec<&Row> = rows.iter().filter(|r| r.str("scene") == scene).collect();
+        let scene_rows: Vec<&Row> = rows.iter().filter(|r| r.scene_label() == scene).collect();
         for &kind in &kinds {
             let s = spec(kind);
             let data = lines(&scene_rows, s.column);

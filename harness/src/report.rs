@@ -4,6 +4,10 @@
 //!   such that every cell at every timestep ≤ `h` finished with status `ok` (DESIGN.md).
 //! * Largest accurate timestep: the largest swept timestep whose cells are all `ok` with
 //!   `traj_error_mean` ≤ the experiment's `accuracy_threshold`.
+//! * Beside each, the share of steps whose solver did not meet its stopping test there
+//!   (`nonconverged_steps / steps`): non-convergence is data, not divergence (DESIGN.md), so a
+//!   "stable" verdict is read together with it; a stable timestep that is the largest swept
+//!   one is marked, since the limit may lie beyond the sweep.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,6 +31,23 @@ pub struct Limits {
     pub accurate_s: Option<f64>,
     /// Whether any trajectory error was measured.
     pub has_error: bool,
+    /// The largest timestep swept (s).
+    pub largest_swept_s: f64,
+    /// Share of non-converged steps over the cells at the largest stable timestep.
+    pub nonconverged_at_stable: f64,
+    /// Share of non-converged steps over the cells at the largest accurate timestep.
+    pub nonconverged_at_accurate: f64,
+}
+
+/// Share of steps whose solver did not converge over `rows` (NaN without steps).
+fn nonconverged_share(rows: &[&Row]) -> f64 {
+    let steps: u64 = rows.iter().map(|r| r.u64("steps")).sum();
+    let bad: u64 = rows.iter().map(|r| r.u64("nonconverged_steps")).sum();
+    if steps == 0 {
+        f64::NAN
+    } else {
+        bad as f64 / steps as f64
+    }
 }
 
 /// Derive [`Limits`] for every (scene, label) in `rows`.
@@ -34,7 +55,7 @@ pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
     let mut groups: BTreeMap<(String, String), BTreeMap<u64, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
         groups
-            .entry((r.str("scene").to_string(), r.series()))
+            .entry((r.scene_label().to_string(), r.series()))
             .or_default()
             .entry(r.f64("timestep_s").to_bits())
             .or_default()
@@ -65,12 +86,19 @@ pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
                 })
                 .map(|(h, _)| *h)
                 .fold(None, |m: Option<f64>, h| Some(m.map_or(h, |m| m.max(h))));
+            let share_at = |h: Option<f64>| {
+                h.and_then(|h| hs.iter().find(|(x, _)| *x == h))
+                    .map_or(f64::NAN, |(_, rs)| nonconverged_share(rs))
+            };
             Limits {
                 scene,
                 label,
                 stable_s,
                 accurate_s,
                 has_error,
+                largest_swept_s: hs.last().map_or(f64::NAN, |(h, _)| *h),
+                nonconverged_at_stable: share_at(stable_s),
+                nonconverged_at_accurate: share_at(accurate_s),
             }
         })
         .collect()
@@ -81,6 +109,9 @@ fn rows_have_error(hs: &[(f64, Vec<&Row>)]) -> bool {
         .flat_map(|(_, rs)| rs.iter())
         .any(|r| r.f64("traj_error_mean").is_finite())
 }
+
+/// The per-cell table of report.md stops after this many rows (every row is in runs.csv).
+pub const MAX_CELL_ROWS: usize = 300;
 
 /// Columns of the per-cell table when the experiment lists no `metrics`.
 pub const DEFAULT_REPORT_METRICS: &[&str] = &[
@@ -131,23 +162,40 @@ pub fn render(
     let _ = writeln!(s, "## Largest stable and accurate timestep\n");
     let _ = writeln!(
         s,
-        "Stable: every timestep up to it ran without divergence. Accurate: mean trajectory error ≤ {} (accuracy_threshold).\n",
+        "Stable: every timestep up to it ran without divergence (non-finite state, energy rise, deep penetration, speed bound); \"(largest swept)\": the limit may lie beyond the sweep. Accurate: mean trajectory error ≤ {} (accuracy_threshold). Non-converged: share of the steps at that timestep whose solver did not meet its stopping test (data, not divergence).\n",
         cfg.accuracy_threshold
     );
-    let _ = writeln!(s, "| scene | formulation | largest stable timestep (s) | largest accurate timestep (s) |\n|---|---|---|---|");
+    let _ = writeln!(s, "| scene | formulation | largest stable timestep (s) | non-converged there | largest accurate timestep (s) | non-converged there |\n|---|---|---|---|---|---|");
+    let pct = |x: f64| {
+        if x.is_nan() {
+            "–".to_string()
+        } else {
+            format!("{:.1} %", 100.0 * x)
+        }
+    };
     for l in limits(rows, cfg.accuracy_threshold) {
         let acc = if l.has_error {
             fmt_h(l.accurate_s)
         } else {
             "n/a (no reference)".into()
         };
+        let mut stable = fmt_h(l.stable_s);
+        if l.stable_s == Some(l.largest_swept_s) {
+            stable += " (largest swept)";
+        }
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             l.scene,
             l.label,
-            fmt_h(l.stable_s),
-            acc
+            stable,
+            pct(l.nonconverged_at_stable),
+            acc,
+            if l.has_error {
+                pct(l.nonconverged_at_accurate)
+            } else {
+                "–".into()
+            }
         );
     }
     toss_table(&mut s, rows);
@@ -157,6 +205,11 @@ pub fn render(
         cfg.metrics.iter().map(String::as_str).collect()
     };
     let _ = writeln!(s, "\n## Metrics per cell\n");
+    let with_toss = rows.iter().any(|r| !r.str("toss").is_empty());
+    let mut metrics = metrics;
+    if with_toss && !metrics.contains(&"toss") {
+        metrics.insert(0, "toss");
+    }
     let _ = writeln!(
         s,
         "Units are in the column names; definitions: `contactlab list`.\n"
@@ -170,11 +223,11 @@ pub fn render(
         let _ = write!(s, "---|");
     }
     s.push('\n');
-    for r in rows {
+    for r in rows.iter().take(MAX_CELL_ROWS) {
         let _ = write!(
             s,
             "| {} | {} | {} | {} | {} |",
-            r.str("scene"),
+            r.scene_label(),
             r.series(),
             r.f64("timestep_s"),
             r.u64("seed"),
@@ -189,6 +242,13 @@ pub fn render(
         }
         s.push('\n');
     }
+    if rows.len() > MAX_CELL_ROWS {
+        let _ = writeln!(
+            s,
+            "\n{} more cells are in runs.csv and runs.parquet (the table stops at {MAX_CELL_ROWS} rows).",
+            rows.len() - MAX_CELL_ROWS
+        );
+    }
     let mut analytic: BTreeMap<(String, String), String> = BTreeMap::new();
     for r in rows {
         if let Ok(serde_json::Value::Object(m)) =
@@ -197,13 +257,13 @@ pub fn render(
             for (name, v) in m {
                 analytic
                     .entry((
-                        r.str("scene").to_string(),
+                        r.scene_label().to_string(),
                         r.str("scene_params").to_string() + " " + &name,
                     ))
                     .or_insert_with(|| {
                         format!(
                             "| {} | {} | {} | {} | {} |",
-                            r.str("scene"),
+                            r.scene_label(),
                             r.str("scene_params"),
                             name,
                             fmt_num(v[0].as_f64().unwrap_or(f64::NAN)),
@@ -222,16 +282,24 @@ pub fn render(
     let bad: Vec<&Row> = rows.iter().filter(|r| r.str("status") != "ok").collect();
     if !bad.is_empty() {
         let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | status | reason |\n|---|---|---|---|---|---|");
-        for r in bad {
+        let n_bad = bad.len();
+        for r in bad.into_iter().take(MAX_CELL_ROWS) {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} |",
-                r.str("scene"),
+                r.scene_label(),
                 r.series(),
                 r.f64("timestep_s"),
                 r.u64("seed"),
                 r.str("status"),
                 r.str("reason").replace('|', "\\|")
+            );
+        }
+        if n_bad > MAX_CELL_ROWS {
+            let _ = writeln!(
+                s,
+                "\n{} more are in runs.csv (`status`, `reason`).",
+                n_bad - MAX_CELL_ROWS
             );
         }
     }
@@ -311,7 +379,7 @@ pub fn toss_aggregates(rows: &[Row]) -> Vec<TossAggregate> {
     for r in rows.iter().filter(|r| !r.str("toss").is_empty()) {
         groups
             .entry((
-                r.str("scene").to_string(),
+                r.scene_label().to_string(),
                 r.series(),
                 r.f64("timestep_s").to_bits(),
             ))
@@ -459,13 +527,13 @@ pub fn cells_in(dir: &Path) -> Vec<Row> {
         .collect();
     rows.sort_by(|a, b| {
         (
-            a.str("scene"),
+            a.scene_label(),
             a.str("label"),
             a.f64("timestep_s"),
             a.u64("seed"),
         )
             .partial_cmp(&(
-                b.str("scene"),
+                b.scene_label(),
                 b.str("label"),
                 b.f64("timestep_s"),
                 b.u64("seed"),

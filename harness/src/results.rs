@@ -54,6 +54,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("cell_id", Str, "stable hash of everything that determines the row"),
     c("experiment", Str, "experiment name"),
     c("scene", Str, "scene registry name"),
+    c("scene_label", Str, "scene entry label (default: the name); tables and figures group by it"),
     c("scene_params", Str, "scene parameters (JSON)"),
     c("formulation", Str, "formulation registry name"),
     c("label", Str, "formulation entry label"),
@@ -180,6 +181,14 @@ impl Row {
                 format!("{label} [{}]", parts.join(", "))
             }
             _ => label.to_string(),
+        }
+    }
+
+    /// The scene entry's label (`scene_label`, or `scene` in rows written before labels).
+    pub fn scene_label(&self) -> &str {
+        match self.str("scene_label") {
+            "" => self.str("scene"),
+            l => l,
         }
     }
 

@@ -362,6 +362,7 @@ fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
     row.set_str("cell_id", &cell.id);
     row.set_str("experiment", &plan.config.name);
     row.set_str("scene", &cell.scene);
+    row.set_str("scene_label", &cell.scene_label);
     row.set_str("scene_params", cell.scene_params.to_string());
     row.set_str("formulation", &cell.formulation);
     row.set_str("label", &cell.label);

@@ -25,6 +25,8 @@ pub struct Cell {
     pub id: String,
     /// Scene registry name.
     pub scene: String,
+    /// Label of the scene entry (default: the name).
+    pub scene_label: String,
     /// Scene parameters as passed to the registry (JSON object).
     pub scene_params: Value,
     /// Formulation registry name.
@@ -245,6 +247,20 @@ pub fn plan(
 
     // Labels.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, sc) in cfg.scenes.iter().enumerate() {
+        if let Some(j) = seen.insert(sc.label(), i) {
+            let key = if sc.label.is_some() {
+                format!("scenes[{i}].label")
+            } else {
+                format!("scenes[{i}]")
+            };
+            return Err(err(
+                &key,
+                format!("duplicate scene label '{}' (also scenes[{j}]); give each entry a distinct `label` so their results are not merged", sc.label()),
+            ));
+        }
+    }
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in cfg.formulations.iter().enumerate() {
         if let Some(j) = seen.insert(f.label(), i) {
             let key = if f.label.is_some() {
@@ -361,6 +377,7 @@ pub fn plan(
                             let id = hash_hex(&json!({
                                 "scene": s.name, "scene_params": scene_params, "formulation": f.name,
                                 "formulation_params": fpv, "label": f.label(), "timestep": h, "seed": seed,
+                                "scene_label": s.label,
                                 "horizon": horizon, "reference": serde_json::to_value(&reference).unwrap_or(Value::Null),
                                 "log_steps": cfg.log_steps, "reanchor_window": cfg.reanchor_window,
                             }));
@@ -368,6 +385,7 @@ pub fn plan(
                                 index: cells.len(),
                                 id,
                                 scene: s.name.clone(),
+                                scene_label: s.label().to_string(),
                                 scene_params,
                                 formulation: f.name.clone(),
                                 label: f.label().to_string(),
@@ -455,7 +473,7 @@ pub fn grid_table(plan: &Plan) -> String {
         out += &format!(
             "{:>5}  {:<18} {:<24} {:>10} {:>5} {:>8}  {:<16} {}\n",
             c.index,
-            c.scene,
+            c.scene_label,
             c.label,
             c.timestep_s,
             c.seed,

@@ -154,6 +154,25 @@ fn bad_config_duplicate_labels() {
     assert_bad(&text, 9, &["formulations[1].label", "duplicate label 'a'"]);
 }
 
+/// Two entries of one scene without labels would share every table row and figure: an error
+/// that names the second entry and asks for labels.
+#[test]
+fn bad_config_duplicate_scene_entries_need_labels() {
+    let text = GOOD.replace(
+        "scenes:\n  - name: falling_point\n",
+        "scenes:\n  - name: falling_point\n  - name: falling_point\n    height: 0.5\n",
+    );
+    assert_bad(
+        &text,
+        4,
+        &[
+            "scenes[1]",
+            "duplicate scene label 'falling_point'",
+            "label",
+        ],
+    );
+}
+
 #[test]
 fn bad_config_horizon_shorter_than_one_step() {
     assert_bad(

@@ -15,8 +15,10 @@ name: tiny
 description: a falling point, three timesteps, two seeds
 scenes:
   - name: falling_point
+    label: high
     height: 1.0
   - name: falling_point
+    label: low
     height: 0.06
 formulations:
   - name: falling_point
@@ -115,12 +117,10 @@ fn tiny_experiment_rows_statuses_and_closed_forms() {
     ] {
         assert!(out.join(f).exists(), "{f}");
     }
-    assert!(out
-        .join("figures/error_vs_timestep__falling_point.png")
-        .exists());
-    assert!(out
-        .join("figures/error_vs_timestep__falling_point.svg")
-        .exists());
+    assert!(out.join("figures/error_vs_timestep__high.png").exists());
+    assert!(out.join("figures/error_vs_timestep__high.svg").exists());
+    // The two entries of one scene keep their own figures and rows.
+    assert!(out.join("figures/error_vs_timestep__low.png").exists());
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("Largest stable"));
 }
