@@ -422,7 +422,13 @@ fn check_formulation(catalog: &Catalog, name: &str, params: &Value) -> Result<()
 /// The key to blame for a registry message: `unknown field `x`` and known parameter names are
 /// looked up beside the entry, or under `sweep` when a swept value is at fault.
 fn param_key(message: &str, entry: &str, combo: &[(String, Value)], kind: &str) -> String {
-    let field = message.split('`').nth(1).unwrap_or("");
+    // "<registry>: <param>: <what>" (a bad value, named by its path) or serde's
+    // "unknown field `<param>`" / "missing field `<param>`".
+    let named = message
+        .split(": ")
+        .nth(1)
+        .filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    let field = named.unwrap_or_else(|| message.split('`').nth(1).unwrap_or(""));
     if !field.is_empty() && combo.iter().any(|(k, _)| k == field) {
         return format!("sweep.{kind}.{field}");
     }

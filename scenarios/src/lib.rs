@@ -174,8 +174,18 @@ pub fn parse_params<P: serde::de::DeserializeOwned + Default>(
     if v.is_null() {
         return Ok(P::default());
     }
-    serde_json::from_value(v.clone()).map_err(|e| SceneError::BadParams {
-        name: name.to_string(),
-        message: e.to_string(),
+    // serde_path_to_error names the parameter whose value is wrong ("servo_form: unknown
+    // variant `foo` ..."); serde alone names only the value.
+    serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        SceneError::BadParams {
+            name: name.to_string(),
+            message: if path.is_empty() || path == "." {
+                inner
+            } else {
+                format!("{path}: {inner}")
+            },
+        }
     })
 }
