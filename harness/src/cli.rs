@@ -72,7 +72,11 @@ Simulate one cell from flags and write its per-step trajectory.
                       [--timestep H] [--horizon T] --out FILE.csv|FILE.parquet
 
 Values are read as YAML scalars (1e5 is a number, elliptic a string). Columns: t, qpos_0 ..
-qpos_{nq-1}, qvel_0 .. qvel_{nv-1}, n_contacts, iterations, residual, diverged.
+qpos_{nq-1}, qvel_0 .. qvel_{nv-1}, n_contacts, iterations, best_iterate (the iteration whose
+iterate the step returned), residual (the solver's own norm of its returned iterate),
+converged (1 if the solver met its stopping test: for ncp_fb the residual tolerance, or the NCP
+criterion with feasibility, so a converged step can show a residual above `tolerance`),
+diverged. Explicit formulations (penalty) write iterations 0, residual 0, converged 1.
 The file can serve as a `reference: {kind: trajectory, file: ...}` of an experiment.")]
     Simulate(SimulateArgs),
     /// Redraw figures and report.md of a results folder from its stored rows alone.
@@ -288,16 +292,28 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Parameter lines of `list`, aligned on the longest name and default.
+fn print_params(params: &[contactlab_solvers::formulation::ParamDoc]) {
+    let wn = params.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    let wd = params
+        .iter()
+        .map(|p| p.default.len())
+        .max()
+        .unwrap_or(0)
+        .min(24);
+    for p in params {
+        println!(
+            "      {:<wn$} default {:<wd$} [{}]  {}",
+            p.name, p.default, p.unit, p.doc
+        );
+    }
+}
+
 fn cmd_list(catalog: &Catalog) {
     println!("FORMULATIONS");
     for e in &catalog.formulations {
         println!("  {:<16} {}", e.name, e.description);
-        for p in e.params {
-            println!(
-                "      {:<18} default {:<10} [{}]  {}",
-                p.name, p.default, p.unit, p.doc
-            );
-        }
+        print_params(e.params);
     }
     println!("\nSCENES");
     if catalog.scenes.is_empty() {
@@ -305,12 +321,7 @@ fn cmd_list(catalog: &Catalog) {
     }
     for e in &catalog.scenes {
         println!("  {:<16} {}", e.name, e.description);
-        for p in e.params {
-            println!(
-                "      {:<18} default {:<10} [{}]  {}",
-                p.name, p.default, p.unit, p.doc
-            );
-        }
+        print_params(e.params);
     }
     println!(
         "\nMETRICS (columns of runs.parquet; the suffix is the unit: _m, _s, _j, _ns = N s, _rad)"

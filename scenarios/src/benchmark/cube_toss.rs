@@ -228,7 +228,7 @@ pub const CUBE_TOSS: SceneEntry = SceneEntry {
     name: SCENE,
     description: "real 0.1048 m, 0.37 kg cube tossed onto a table, from a recording's first state (shared/data/cube_toss, 450 tosses); reference: the recording",
     params: &[
-        ParamDoc { name: "dir", default: "shared/data/cube_toss", unit: "-", doc: "folder of toss_NNN.csv files (relative: to the working directory)" },
+        ParamDoc { name: "dir", default: "shared/data/cube_toss", unit: "-", doc: "folder of toss_NNN.csv files; default: shared/data/cube_toss beside the source checkout (absolute, fixed at build time); a relative path is taken from the working directory" },
         ParamDoc { name: "toss", default: "1", unit: "-", doc: "toss number N (toss_NNN.csv) or file stem; `all` in an experiment: one cell per toss" },
         ParamDoc { name: "friction", default: "0.18", unit: "-", doc: "sliding friction of cube and table (upstream nominal)" },
         ParamDoc { name: "table_height", default: "0.0", unit: "m", doc: "height of the table plane (data rests at -0.001)" },

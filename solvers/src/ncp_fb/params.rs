@@ -43,7 +43,8 @@ pub struct NcpFbParams {
     /// Compliance E of the equality rows (m/N, or rad/(N m) for rotational rows): spec eq. (3),
     /// `c(q⁺) + E λ = 0`.
     pub compliance: f64,
-    /// How servo actuators enter the step (module doc (R5)).
+    /// How servo actuators enter the step (module doc (R5)); `paper` and `implicit_pd` differ
+    /// for position servos only (a velocity servo has no position gain).
     pub servo_form: ServoForm,
     /// How each Newton system is solved: `dense` (exact Jacobian, LU) or `pcr` (the paper's
     /// matrix-free preconditioned conjugate residuals with W frozen per iteration).
@@ -118,7 +119,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
-    ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces" },
+    ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (position servo alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces; velocity servos are the same row in paper and implicit_pd" },
     ParamDoc { name: "linear_solver", default: "dense", unit: "-", doc: "Newton system: dense (exact Jacobian, LU) or pcr (W frozen, matrix-free PCR, spec 1.6)" },
     ParamDoc { name: "pcr_iterations", default: "16", unit: "-", doc: "PCR iterations per Newton iteration" },
     ParamDoc { name: "pcr_tolerance", default: "1e-10", unit: "-", doc: "PCR relative residual tolerance" },
