@@ -199,6 +199,7 @@ pub fn render(
         );
     }
     toss_table(&mut s, rows);
+    task_table(&mut s, rows);
     let metrics: Vec<&str> = if cfg.metrics.is_empty() {
         DEFAULT_REPORT_METRICS.to_vec()
     } else {
@@ -427,6 +428,86 @@ fn fmt2(x: f64) -> String {
 }
 
 /// The "Recorded tosses" section of the report (nothing when no row has a toss).
+/// Task outcomes of the benchmark scenes (the `task` column): per (scene, series, timestep) the
+/// mean of each outcome over the cells that finished ok (0/1 outcomes become success rates).
+fn task_table(s: &mut String, rows: &[Row]) {
+    type Key = (String, String, u64);
+    let mut groups: BTreeMap<Key, (usize, usize, BTreeMap<String, (f64, usize)>)> = BTreeMap::new();
+    let mut names_by_scene: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in rows {
+        let Ok(serde_json::Value::Object(m)) =
+            serde_json::from_str::<serde_json::Value>(r.str("task"))
+        else {
+            continue;
+        };
+        if m.is_empty() {
+            continue;
+        }
+        let names = names_by_scene
+            .entry(r.scene_label().to_string())
+            .or_default();
+        for k in m.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        let g = groups
+            .entry((
+                r.scene_label().to_string(),
+                r.series(),
+                r.f64("timestep_s").to_bits(),
+            ))
+            .or_default();
+        g.1 += 1;
+        if r.str("status") != "ok" {
+            continue;
+        }
+        g.0 += 1;
+        for (k, v) in m {
+            if let Some(x) = v.as_f64().filter(|x| x.is_finite()) {
+                let e = g.2.entry(k).or_insert((0.0, 0));
+                e.0 += x;
+                e.1 += 1;
+            }
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Task outcomes\n");
+    let _ = writeln!(
+        s,
+        "Each benchmark scene's own task measures at the end of the run (`task` column; `contactlab list` documents it), averaged over the cells that finished ok; a 0/1 outcome (success, held) becomes a rate.\n"
+    );
+    for (scene, names) in &names_by_scene {
+        let _ = write!(s, "| scene | formulation | timestep_s | cells ok / run |");
+        for n in names {
+            let _ = write!(s, " {n} |");
+        }
+        let _ = write!(s, "\n|---|---|---|---|");
+        for _ in names {
+            let _ = write!(s, "---|");
+        }
+        s.push('\n');
+        for ((sc, series, hb), (ok, run, sums)) in &groups {
+            if sc != scene {
+                continue;
+            }
+            let _ = write!(
+                s,
+                "| {sc} | {series} | {} | {ok} / {run} |",
+                f64::from_bits(*hb)
+            );
+            for n in names {
+                let v = sums.get(n).map_or(f64::NAN, |(t, c)| t / *c as f64);
+                let _ = write!(s, " {} |", fmt_num(v));
+            }
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+}
+
 fn toss_table(s: &mut String, rows: &[Row]) {
     let aggs = toss_aggregates(rows);
     if aggs.is_empty() {

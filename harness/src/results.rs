@@ -106,6 +106,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("real_time_factor", F64, "simulated time / wall time"),
     c("peak_rss_mib", F64, "process peak resident memory when the cell finished (MiB; process-wide)"),
     c("analytic", Str, "the scene's closed-form values, JSON {name: [value, formula]} (SI units)"),
+    c("task", Str, "the scene's task outcomes at the end of the run (JSON {name: value}; e.g. grasp held 0/1, slip_m; box_traversal task_loss_m2, success 0/1)"),
 ];
 
 /// The definition of column `name`.

@@ -466,6 +466,12 @@ fn simulate_cell(
         plan.config.log_steps,
     );
     out.acc.finish(row);
+    let task: serde_json::Map<String, serde_json::Value> = out
+        .task
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
+    row.set_str("task", serde_json::Value::Object(task).to_string());
     row.set_f64(
         "traj_rot_error_mean_deg",
         row.f64("traj_rot_error_mean_rad").to_degrees(),
@@ -513,6 +519,8 @@ pub struct Rollout {
     pub diverged: Option<String>,
     /// Per-step log, when asked for.
     pub log: Option<StepLog>,
+    /// The scene's task outcomes at the end of the rollout (empty without a task).
+    pub task: Vec<(&'static str, f64)>,
 }
 
 /// Step `f` on `scene` for `horizon` seconds at timestep `h`, measuring as it goes.
@@ -537,12 +545,16 @@ pub fn rollout(
     let mut diverged = None;
     // Next reference sample to compare with (samples-only references).
     let mut next = reference.map_or(0, |r| r.t.partition_point(|&t| t <= state.t + 0.5 * h));
+    let mut task = scene.task.as_ref().map(|t| t.monitor(model, &state));
     for _ in 0..step_count(horizon, h) {
         let u = scene.controls_at(state.t, &state);
         let t0 = Instant::now();
         let report = f.step(model, &mut state, &u, h);
         wall += t0.elapsed();
         let why = acc.observe(model, &state, &report);
+        if let Some(t) = task.as_mut() {
+            t.observe(&state, &report, h);
+        }
         if let Some(l) = log.as_mut() {
             l.push(&state, &report, why.is_some());
         }
@@ -577,6 +589,7 @@ pub fn rollout(
         wall,
         diverged,
         log,
+        task: task.map(|t| t.outcomes()).unwrap_or_default(),
     }
 }
 

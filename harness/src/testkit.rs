@@ -234,6 +234,7 @@ fn build_scene(v: &serde_json::Value) -> Result<Scene, SceneError> {
         t: 0.0,
     };
     Ok(Scene {
+        task: None,
         model,
         initial,
         horizon: p.horizon,

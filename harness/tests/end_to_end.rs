@@ -283,3 +283,43 @@ fn a_trajectory_file_serves_as_reference() {
         rows[0].f64("traj_error_final")
     );
 }
+
+/// A benchmark scene's task outcomes reach the rows and the report: the grasp holds the box at
+/// its default friction and drops it at friction 0.05 (soft_convex, 2 ms), as the scene's own
+/// test finds, now through `contactlab run`.
+#[test]
+fn grasp_task_outcomes_reach_rows_and_report() {
+    let text = "\
+name: grasp_task
+scenes:
+  - name: grasp
+    label: grasp_default
+  - name: grasp
+    label: grasp_slippery
+    friction: 0.05
+formulations:
+  - name: soft_convex
+sweep:
+  timestep: [0.002]
+";
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan_of(tmp.path(), text);
+    let out = tmp.path().join("results/grasp_task");
+    run_into(&p, &out, None);
+    let rows = contactlab_harness::results::read_runs(&out).unwrap();
+    let held = |label: &str| {
+        let r = rows.iter().find(|r| r.scene_label() == label).unwrap();
+        assert_eq!(r.str("status"), "ok", "{}", r.str("reason"));
+        let task: serde_json::Value = serde_json::from_str(r.str("task")).unwrap();
+        task["held"].as_f64().unwrap()
+    };
+    assert_eq!(held("grasp_default"), 1.0);
+    assert_eq!(held("grasp_slippery"), 0.0);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## Task outcomes"), "{report}");
+    assert!(
+        report.contains("| grasp_default | soft_convex | 0.002 | 1 / 1 |"),
+        "{report}"
+    );
+    assert!(report.contains("| held |"), "{report}");
+}

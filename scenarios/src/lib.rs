@@ -11,7 +11,9 @@
 #![deny(missing_docs)]
 
 use contactlab_solvers::formulation::ParamDoc;
-use contactlab_solvers::{Model, ModelError, State};
+use std::sync::Arc;
+
+use contactlab_solvers::{Model, ModelError, State, StepReport};
 
 pub mod benchmark;
 pub mod closed_form;
@@ -23,6 +25,37 @@ pub mod terrain;
 
 /// Open-loop controls: `u(t, state)` returns one value per actuator.
 pub type ControlLaw = fn(t: f64, state: &State) -> Vec<f64>;
+
+/// Observes one run of a scene's task step by step and reports its outcomes (task loss,
+/// success, slip, ...), so that every formulation is judged on the task the same way.
+pub trait TaskMonitor: Send {
+    /// Record the state after a step of length `h` (s) and that step's report.
+    fn observe(&mut self, state: &State, report: &StepReport, h: f64);
+    /// Named outcomes so far, SI units in the names' suffixes, booleans as 0 or 1.
+    fn outcomes(&self) -> Vec<(&'static str, f64)>;
+}
+
+/// Makes a [`TaskMonitor`] for one run from the scene's model and initial state.
+#[derive(Clone)]
+pub struct TaskFactory(pub Arc<dyn Fn(&Model, &State) -> Box<dyn TaskMonitor> + Send + Sync>);
+
+impl std::fmt::Debug for TaskFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskFactory(..)")
+    }
+}
+
+impl TaskFactory {
+    /// Wrap a constructor.
+    pub fn new(f: impl Fn(&Model, &State) -> Box<dyn TaskMonitor> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// A monitor for one run.
+    pub fn monitor(&self, model: &Model, initial: &State) -> Box<dyn TaskMonitor> {
+        (self.0)(model, initial)
+    }
+}
 
 /// A scene ready to simulate.
 #[derive(Debug, Clone)]
@@ -41,6 +74,8 @@ pub struct Scene {
     pub speed_bound: f64,
     /// Closed-form expectations of this scene, if any, for tests and reports.
     pub analytic: Vec<AnalyticValue>,
+    /// The scene's task outcomes (benchmark scenes), measured on every run.
+    pub task: Option<TaskFactory>,
 }
 
 /// A named closed-form value a scene should reproduce (e.g. box_slide's stop distance).

@@ -244,7 +244,7 @@ pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
         robot.add_to(&mut parts, mat);
         let m = model(name, parts)?;
 
-        let (start, _) = p.instance();
+        let (start, target) = p.instance();
         let initial = robot.initial_state(&m, &start, robot.ride_height());
         let total = robot.total_mass();
         let speed = robot.top_speed();
@@ -258,6 +258,9 @@ pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
             energy_allowance: total * speed * speed + total * 9.81 * oz + 20.0,
             speed_bound: 10.0 * speed.max(1.0),
             analytic: vec![],
+            task: Some(crate::TaskFactory::new(move |_, s| {
+                Box::new(super::wheeled_robot::PoseTaskMonitor::new(target, s))
+            })),
         })
     },
 };

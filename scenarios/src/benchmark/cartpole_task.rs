@@ -279,6 +279,7 @@ fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
     // potential-energy swing plus the cart's kinetic energy at 10 m/s.
     let allowance = 2.0 * m * G * len + 0.5 * (p.cart_mass + m) * 100.0;
     Ok(Scene {
+        task: None,
         model,
         initial,
         horizon: p.horizon,

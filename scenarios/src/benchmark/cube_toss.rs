@@ -215,6 +215,7 @@ fn build(v: &Value) -> Result<Scene, SceneError> {
         energy_allowance: 0.1,
         speed_bound: 20.0,
         analytic: vec![],
+        task: None,
     })
 }
 

@@ -236,6 +236,25 @@ impl GraspMonitor {
     }
 }
 
+impl crate::TaskMonitor for GraspMonitor {
+    fn observe(&mut self, state: &State, report: &StepReport, h: f64) {
+        GraspMonitor::observe(self, state, report, h);
+    }
+
+    fn outcomes(&self) -> Vec<(&'static str, f64)> {
+        let g = self.summary();
+        vec![
+            ("held", f64::from(u8::from(g.held))),
+            ("slip_m", g.slip_m),
+            ("final_slip_m", g.final_slip_m),
+            ("rise_m", g.rise_m),
+            ("peak_penetration_m", g.peak_penetration_m),
+            ("finger_force_left_n", g.finger_force_n[0]),
+            ("finger_force_right_n", g.finger_force_n[1]),
+        ]
+    }
+}
+
 /// `grasp` (module documentation).
 pub const GRASP: SceneEntry = SceneEntry {
     name: "grasp",
@@ -320,6 +339,7 @@ pub const GRASP: SceneEntry = SceneEntry {
             energy_allowance: lifted * 9.81 * LIFT_HEIGHT * 1.5 + 2.0 * p.grip_force * GRIP_DEPTH + 1.0,
             speed_bound: 5.0,
             analytic: vec![],
+            task: Some(crate::TaskFactory::new(|m, s| Box::new(GraspMonitor::new(m, s)))),
         })
     },
 };

@@ -543,6 +543,7 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     let m = model(name, parts)?;
 
     let start = p.start_pose();
+    let target = p.target_pose();
     let (pos, quat) = start_pose(&m, robot, &start, 0).map_err(|e| bad(name, e))?;
     let initial = robot.state_at(&m, &pos, &quat);
     let relief = {
@@ -563,6 +564,9 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         energy_allowance: total * speed * speed + total * 9.81 * relief + 20.0,
         speed_bound: 10.0 * speed.max(1.0),
         analytic: vec![],
+        task: Some(crate::TaskFactory::new(move |_, s| {
+            Box::new(super::wheeled_robot::PoseTaskMonitor::new(target, s))
+        })),
     })
 }
 

@@ -364,6 +364,55 @@ pub fn pose_success(state: &State, target: &Pose2) -> bool {
     err < 0.2 && speed < 0.3
 }
 
+/// Yaw weight of the task loss the harness records (m²/rad²): a 1 rad heading error costs as
+/// much as 1 m of position error.
+pub const TASK_YAW_WEIGHT: f64 = 1.0;
+
+/// The robot scenes' task outcomes, from the final state and the whole run: the task loss
+/// ([`pose_loss`] with [`TASK_YAW_WEIGHT`], m²), success (0/1, [`pose_success`]), the final
+/// horizontal position error (m), the final speed (m/s) and the lowest chassis "up" component
+/// over the run ([`chassis_up`]; below 0 the robot turned over).
+#[derive(Debug, Clone)]
+pub struct PoseTaskMonitor {
+    target: Pose2,
+    last: State,
+    min_up: f64,
+}
+
+impl PoseTaskMonitor {
+    /// A monitor for a run towards `target` from `initial`.
+    pub fn new(target: Pose2, initial: &State) -> Self {
+        Self {
+            target,
+            last: initial.clone(),
+            min_up: chassis_up(initial),
+        }
+    }
+}
+
+impl crate::TaskMonitor for PoseTaskMonitor {
+    fn observe(&mut self, state: &State, _report: &contactlab_solvers::StepReport, _h: f64) {
+        self.last.clone_from(state);
+        self.min_up = self.min_up.min(chassis_up(state));
+    }
+
+    fn outcomes(&self) -> Vec<(&'static str, f64)> {
+        let s = &self.last;
+        let err = (s.q[0] - self.target.x).hypot(s.q[1] - self.target.y);
+        let speed = (s.v[0].powi(2) + s.v[1].powi(2) + s.v[2].powi(2)).sqrt();
+        vec![
+            ("task_loss_m2", pose_loss(s, &self.target, TASK_YAW_WEIGHT)),
+            (
+                "success",
+                f64::from(u8::from(pose_success(s, &self.target))),
+            ),
+            ("position_error_m", err),
+            ("final_speed_m_s", speed),
+            ("min_chassis_up", self.min_up),
+        ]
+    }
+}
+
 /// The default control law of the robot scenes: [`FULL_FORWARD`] on every wheel, which the
 /// control clamp reduces to +`wheel_speed` (a plain-function law cannot read parameters).
 pub fn full_forward(_t: f64, _s: &State) -> Vec<f64> {

@@ -266,6 +266,7 @@ pub const SPHERE_ROLL: SceneEntry = SceneEntry {
             energy_allowance: 0.05,
             speed_bound: 50.0,
             analytic: vec![AnalyticValue { name: "acceleration_m_s2", value: 5.0 / 7.0 * G * th.sin(), formula: "5/7 g sin theta" }],
+            task: None,
         })
     },
 };
@@ -298,6 +299,7 @@ fn cube_on_plane(
     let m = model(name, parts)?;
     let initial = initial(&m);
     Ok(Scene {
+        task: None,
         model: m,
         initial,
         horizon,

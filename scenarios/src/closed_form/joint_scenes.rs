@@ -112,6 +112,7 @@ pub const PENDULUM: SceneEntry = SceneEntry {
         let period = 2.0 * std::f64::consts::PI * (inertia / (p.mass * G * p.length)).sqrt();
         let energy = p.mass * G * p.length * (1.0 - p.angle0.cos());
         Ok(Scene {
+            task: None,
             model: m,
             initial,
             horizon: p.horizon,
@@ -205,6 +206,7 @@ pub const CARTPOLE: SceneEntry = SceneEntry {
             energy_allowance: 0.25,
             speed_bound: 50.0,
             analytic: vec![],
+            task: None,
         })
     },
 };

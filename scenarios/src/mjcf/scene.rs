@@ -75,6 +75,7 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         energy_allowance,
         speed_bound: 100.0,
         analytic: vec![],
+        task: None,
     })
 }
 
