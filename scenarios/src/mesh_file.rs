@@ -87,6 +87,21 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
             if !path.is_file() {
                 return Err(err(MeshFileErrorKind::Io, None, "no such file".into()));
             }
+            if let Ok(text) = std::fs::read_to_string(path) {
+                for (i, line) in text.lines().enumerate() {
+                    let mut tok = line.split_whitespace();
+                    if tok.next() == Some("f") {
+                        let n = tok.count();
+                        if n < 3 {
+                            return Err(err(
+                                MeshFileErrorKind::Malformed,
+                                Some(i + 1),
+                                format!("face with {n} vertices (a face needs at least 3)"),
+                            ));
+                        }
+                    }
+                }
+            }
             let opts = tobj::LoadOptions {
                 triangulate: true,
                 single_index: true,
@@ -131,6 +146,28 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
 /// vertices or an index that is not a non-zero integer (face error).
 fn obj_error_line(path: &Path, e: tobj::LoadError) -> Option<usize> {
     let text = std::fs::read_to_string(path).ok()?;
+    if e == tobj::LoadError::FaceVertexOutOfBounds {
+        // The first face that refers to a vertex not defined before it (OBJ indices are
+        // 1-based; negative ones count back from the last vertex so far).
+        let mut seen = 0i64;
+        return text
+            .lines()
+            .position(|line| {
+                let mut tok = line.split_whitespace();
+                match tok.next() {
+                    Some("v") => {
+                        seen += 1;
+                        false
+                    }
+                    Some("f") => tok.any(|x| {
+                        let first = x.split('/').next().unwrap_or("");
+                        matches!(first.parse::<i64>(), Ok(i) if i > seen || -i > seen)
+                    }),
+                    _ => false,
+                }
+            })
+            .map(|i| i + 1);
+    }
     let bad = |line: &str| -> bool {
         let mut tok = line.split_whitespace();
         match (tok.next(), e) {
@@ -161,5 +198,34 @@ mod tests {
         let e = load_mesh_file(Path::new("terrain.ply")).unwrap_err();
         assert_eq!(e.kind, MeshFileErrorKind::Unsupported);
         assert!(e.to_string().contains("terrain.ply") && e.to_string().contains(".obj"));
+    }
+
+    /// Face errors name their line: an index past the vertices defined so far, and a face of
+    /// two vertices.
+    #[test]
+    fn obj_face_errors_name_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n# c\nf 1 2 99999\n",
+                6,
+                "out of bounds",
+            ),
+            (
+                "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf 1 2\n",
+                5,
+                "2 vertices",
+            ),
+        ];
+        for (k, (text, line, what)) in cases.into_iter().enumerate() {
+            let path = dir.path().join(format!("t{k}.obj"));
+            std::fs::write(&path, text).unwrap();
+            let e = load_mesh_file(&path).unwrap_err();
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(
+                e.to_string().contains(what) && e.to_string().contains(&format!("t{k}.obj")),
+                "{e}"
+            );
+        }
     }
 }

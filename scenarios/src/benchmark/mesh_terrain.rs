@@ -502,14 +502,14 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
             format!("start, target and yaws must be finite, got {x}"),
         ));
     }
-    if p.knots < 2 || p.layers < 1 || p.grid < 1 {
-        return Err(bad(
-            name,
-            format!(
-                "knots = {} must be >= 2, layers = {} and grid = {} >= 1",
-                p.knots, p.layers, p.grid
-            ),
-        ));
+    for (key, value, min) in [
+        ("knots", p.knots, 2),
+        ("layers", p.layers, 1),
+        ("grid", p.grid, 1),
+    ] {
+        if value < min {
+            return Err(bad(name, format!("{key} = {value} must be >= {min}")));
+        }
     }
     let shape = if p.mesh_file.is_empty() {
         let grid = p.procedural().sample();
