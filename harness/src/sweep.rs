@@ -245,33 +245,34 @@ pub fn plan(
         other => other.clone(),
     };
 
-    // Labels.
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, sc) in cfg.scenes.iter().enumerate() {
-        if let Some(j) = seen.insert(sc.label(), i) {
-            let key = if sc.label.is_some() {
-                format!("scenes[{i}].label")
-            } else {
-                format!("scenes[{i}]")
-            };
-            return Err(err(
-                &key,
-                format!("duplicate scene label '{}' (also scenes[{j}]); give each entry a distinct `label` so their results are not merged", sc.label()),
-            ));
-        }
-    }
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, f) in cfg.formulations.iter().enumerate() {
-        if let Some(j) = seen.insert(f.label(), i) {
-            let key = if f.label.is_some() {
-                format!("formulations[{i}].label")
-            } else {
-                format!("formulations[{i}]")
-            };
-            return Err(err(
-                &key,
-                format!("duplicate label '{}' (also formulations[{j}]); give each entry a distinct `label`", f.label()),
-            ));
+    // Labels: unique among scene entries and among formulation entries.
+    let scene_labels: Vec<(&str, bool)> = cfg
+        .scenes
+        .iter()
+        .map(|e| (e.label(), e.label.is_some()))
+        .collect();
+    let formulation_labels: Vec<(&str, bool)> = cfg
+        .formulations
+        .iter()
+        .map(|e| (e.label(), e.label.is_some()))
+        .collect();
+    for (list, labels, what) in [
+        ("scenes", scene_labels, "scene label"),
+        ("formulations", formulation_labels, "label"),
+    ] {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, (label, explicit)) in labels.into_iter().enumerate() {
+            if let Some(j) = seen.insert(label, i) {
+                let key = if explicit {
+                    format!("{list}[{i}].label")
+                } else {
+                    format!("{list}[{i}]")
+                };
+                return Err(err(
+                    &key,
+                    format!("duplicate {what} '{label}' (also {list}[{j}]); give each entry a distinct `label` so their results are not merged"),
+                ));
+            }
         }
     }
 

@@ -201,26 +201,15 @@ pub fn expand(
 /// Parse a parameter struct (`null` means defaults), naming the scene in errors.
 ///
 /// # Errors
-/// [`SceneError::BadParams`] with serde's message (it names the key).
+/// [`SceneError::BadParams`] naming the key ([`contactlab_solvers::formulation::deserialize_params`]).
 pub fn parse_params<P: serde::de::DeserializeOwned + Default>(
     name: &str,
     v: &serde_json::Value,
 ) -> Result<P, SceneError> {
-    if v.is_null() {
-        return Ok(P::default());
-    }
-    // serde_path_to_error names the parameter whose value is wrong ("servo_form: unknown
-    // variant `foo` ..."); serde alone names only the value.
-    serde_path_to_error::deserialize(v.clone()).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+    contactlab_solvers::formulation::deserialize_params(v).map_err(|message| {
         SceneError::BadParams {
             name: name.to_string(),
-            message: if path.is_empty() || path == "." {
-                inner
-            } else {
-                format!("{path}: {inner}")
-            },
+            message,
         }
     })
 }

@@ -178,26 +178,37 @@ pub fn build(
 /// Deserialize a parameter struct from JSON (`null` means all defaults), for registry entries.
 ///
 /// # Errors
-/// [`FormulationError::BadParams`] with serde's message (it names the key).
+/// [`FormulationError::BadParams`] whose message names the key ([`deserialize_params`]).
 pub fn parse_params<P: serde::de::DeserializeOwned + Default>(
     name: &str,
     v: &serde_json::Value,
 ) -> Result<P, FormulationError> {
+    deserialize_params(v).map_err(|message| FormulationError::BadParams {
+        name: name.to_string(),
+        message,
+    })
+}
+
+/// Deserialize a parameter struct from JSON (`null`: all defaults), shared by the formulation
+/// and scene registries.
+///
+/// # Errors
+/// The message names the parameter whose value is wrong ("servo_form: unknown variant `foo`
+/// ...", through serde_path_to_error; serde alone names only the value), or is serde's own for
+/// an unknown or missing key (which names the key).
+pub fn deserialize_params<P: serde::de::DeserializeOwned + Default>(
+    v: &serde_json::Value,
+) -> Result<P, String> {
     if v.is_null() {
         return Ok(P::default());
     }
-    // serde_path_to_error names the parameter whose value is wrong ("servo_form: unknown
-    // variant `foo` ..."); serde alone names only the value.
     serde_path_to_error::deserialize(v.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        FormulationError::BadParams {
-            name: name.to_string(),
-            message: if path.is_empty() || path == "." {
-                inner
-            } else {
-                format!("{path}: {inner}")
-            },
+        if path.is_empty() || path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
         }
     })
 }
