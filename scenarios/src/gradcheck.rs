@@ -32,7 +32,7 @@ pub fn tight_solver() -> NcpFb {
 }
 
 /// One input the gradient is checked for.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// Initial position coordinate k.
     Q0(usize),
@@ -47,6 +47,8 @@ pub enum Input {
     },
     /// Every contact's friction coefficient ([`Parameter::Friction`]).
     Friction,
+    /// A model parameter ([`Parameter`]: friction, servo gains).
+    Param(Parameter),
 }
 
 /// A gradient case.
@@ -101,8 +103,11 @@ impl Case {
                 Input::Q0(k) => initial.q[k] += d,
                 Input::V0(k) => initial.v[k] += d,
                 Input::Control { step, actuator } => controls[step][actuator] += d,
-                Input::Friction => {
-                    let p = Parameter::Friction;
+                Input::Friction | Input::Param(_) => {
+                    let p = match i {
+                        Input::Param(p) => p,
+                        _ => Parameter::Friction,
+                    };
                     let v = p.get(&model);
                     p.set(&mut model, v + d);
                 }
@@ -129,20 +134,20 @@ impl Case {
         let unconverged = r.unconverged();
         let n = r.len();
         let (nq, nv) = (self.model.nq, self.model.nv);
-        let g = adjoint::backward(
-            &f,
-            &self.model,
-            &r,
-            &[Parameter::Friction],
-            mode,
-            &|k, _| {
-                if k == n {
-                    (self.a.clone(), self.b.clone())
-                } else {
-                    (DVector::zeros(nq), DVector::zeros(nv))
-                }
-            },
-        );
+        // Friction first, then the inputs' own parameters, in order.
+        let mut params = vec![Parameter::Friction];
+        params.extend(self.inputs.iter().filter_map(|i| match i {
+            Input::Param(p) => Some(p.clone()),
+            _ => None,
+        }));
+        let g = adjoint::backward(&f, &self.model, &r, &params, mode, &|k, _| {
+            if k == n {
+                (self.a.clone(), self.b.clone())
+            } else {
+                (DVector::zeros(nq), DVector::zeros(nv))
+            }
+        });
+        let mut next_param = 1;
         let gradient = self
             .inputs
             .iter()
@@ -151,6 +156,10 @@ impl Case {
                 Input::V0(k) => g.v0[k],
                 Input::Control { step, actuator } => g.controls[step][actuator],
                 Input::Friction => g.params[0],
+                Input::Param(_) => {
+                    next_param += 1;
+                    g.params[next_param - 1]
+                }
             })
             .collect();
         AdjointResult {
@@ -167,11 +176,13 @@ impl Case {
         self.inputs
             .iter()
             .zip(reference)
-            .map(|(&i, &r)| {
+            .map(|(i, &r)| {
                 FD_STEPS
                     .iter()
                     .map(|&d| {
-                        (self.loss_with(Some((i, d))) - self.loss_with(Some((i, -d)))) / (2.0 * d)
+                        (self.loss_with(Some((i.clone(), d)))
+                            - self.loss_with(Some((i.clone(), -d))))
+                            / (2.0 * d)
                     })
                     .min_by(|x, y| (x - r).abs().total_cmp(&(y - r).abs()))
                     .expect("FD_STEPS is not empty")
@@ -327,6 +338,37 @@ pub fn box_incline_sticking(steps: usize) -> Case {
         a,
         b,
         inputs: vec![Input::V0(0), Input::V0(2), Input::Q0(0), Input::Friction],
+    }
+}
+
+/// box_traversal on flat ground (the box moved out of reach), h = 5 ms, wheels commanded at
+/// 1.5 rad/s from rest: final chassis x with respect to the front-left wheel servo's k_v, its
+/// first control and μ. Servo rows are implicit, so k_v enters the rows' α and b.
+///
+/// # Panics
+/// If the registered scene fails to build (a bug).
+pub fn robot_servo_gain(steps: usize) -> Case {
+    let scene = build("box_traversal", &json!({"obstacle_x": 50.0})).expect("box_traversal builds");
+    let (nq, nv) = (scene.model.nq, scene.model.nv);
+    let mut a = DVector::zeros(nq);
+    a[0] = 1.0;
+    Case {
+        name: format!("box_traversal servo gain {steps} steps"),
+        controls: vec![vec![1.5; scene.model.actuators.len()]; steps],
+        initial: scene.initial.clone(),
+        model: scene.model,
+        steps,
+        h: 0.005,
+        a,
+        b: DVector::zeros(nv),
+        inputs: vec![
+            Input::Param(Parameter::ServoKv(0)),
+            Input::Control {
+                step: 0,
+                actuator: 0,
+            },
+            Input::Friction,
+        ],
     }
 }
 

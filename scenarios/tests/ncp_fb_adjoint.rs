@@ -81,6 +81,14 @@ fn box_incline_sticking() {
     check(&gradcheck::box_incline_sticking(50));
 }
 
+/// Servo gains are named parameters of the adjoint: d x / d k_v of a wheel's velocity servo
+/// (implicit row) on the robot, one step and 50 steps.
+#[test]
+fn robot_final_x_wrt_servo_gain_control_and_mu() {
+    check(&gradcheck::robot_servo_gain(1));
+    check(&gradcheck::robot_servo_gain(50));
+}
+
 /// The lagged adjoint (spec §2.6) is measurably wrong where the exact one is right: over 50
 /// steps of box_slide at 10 ms its dx/dv0 is off by more than 10 % (spec §7.6 reports 7.5–38 %).
 #[test]
