@@ -130,7 +130,7 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
             let s = spec(kind);
             let data = lines(&scene_rows, s.column);
             let title = format!("{scene}: {}", kind.name().replace('_', " "));
-            let stem = format!("{}__{scene}", kind.name());
+            let stem = format!("{}__{}", kind.name(), file_part(scene));
             let svg = fig_dir.join(format!("{stem}.svg"));
             let png = fig_dir.join(format!("{stem}.png"));
             {
@@ -162,11 +162,28 @@ fn tr(log: bool, v: f64) -> Option<f64> {
 
 fn fmt_axis(log: bool, v: f64) -> String {
     let x = if log { 10f64.powf(v) } else { v };
+    // Two significant digits: log-axis ticks fall between round values (1.58e-3 is not 2e-3).
     if x != 0.0 && (x.abs() < 1e-2 || x.abs() >= 1e4) {
-        format!("{x:.0e}")
+        format!("{x:.1e}")
     } else {
-        format!("{}", (x * 1000.0).round() / 1000.0)
+        let digits = (1 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{x:.digits$}")
     }
+}
+
+/// A scene label as a file-name part: characters other than ASCII letters, digits, `-`, `_`
+/// and `.` become `_` (a label may hold `/` or spaces).
+pub fn file_part(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn draw<DB: DrawingBackend>(
@@ -278,4 +295,19 @@ where
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_and_axis_labels() {
+        assert_eq!(file_part("../../evil/x y"), ".._.._evil_x_y");
+        assert_eq!(file_part("mt_hf-2.5"), "mt_hf-2.5");
+        // Log-axis ticks between round values keep two significant digits.
+        assert_eq!(fmt_axis(true, 1.58e-3f64.log10()), "1.6e-3");
+        assert_eq!(fmt_axis(true, 2.51e-3f64.log10()), "2.5e-3");
+        assert_eq!(fmt_axis(false, 0.25), "0.25");
+    }
 }

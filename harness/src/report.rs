@@ -282,16 +282,17 @@ pub fn render(
     }
     let bad: Vec<&Row> = rows.iter().filter(|r| r.str("status") != "ok").collect();
     if !bad.is_empty() {
-        let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | status | reason |\n|---|---|---|---|---|---|");
+        let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | toss | status | reason |\n|---|---|---|---|---|---|---|");
         let n_bad = bad.len();
         for r in bad.into_iter().take(MAX_CELL_ROWS) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 r.scene_label(),
                 r.series(),
                 r.f64("timestep_s"),
                 r.u64("seed"),
+                r.str("toss"),
                 r.str("status"),
                 r.str("reason").replace('|', "\\|")
             );
@@ -314,7 +315,7 @@ pub fn render(
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
-            let _ = writeln!(s, "![{name}](figures/{name})");
+            let _ = writeln!(s, "![{name}](figures/{})", name.replace(' ', "%20"));
         }
     }
     let _ = writeln!(s, "\n## Provenance\n");

@@ -106,7 +106,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("real_time_factor", F64, "simulated time / wall time"),
     c("peak_rss_mib", F64, "process peak resident memory when the cell finished (MiB; process-wide)"),
     c("analytic", Str, "the scene's closed-form values, JSON {name: [value, formula]} (SI units)"),
-    c("task", Str, "the scene's task outcomes at the end of the run (JSON {name: value}; e.g. grasp held 0/1, slip_m; box_traversal task_loss_m2, success 0/1)"),
+    c("task", Str, "the scene's task outcomes at the end of the run, JSON {name: value}. grasp: held (0/1: object centre ends > 0.1 m above its start), slip_m (largest |change| of the object's height relative to the lift from lift start), final_slip_m (that change at the end; < 0: slid down), rise_m (object centre rise), peak_penetration_m, finger_force_left_n / _right_n (mean normal force over the hold). box_traversal, mesh_terrain: task_loss_m2 (squared position error + 1 m^2/rad^2 x squared yaw error), success (0/1: within 0.2 m, below 0.3 m/s), position_error_m, final_speed_m_s, min_chassis_up (lowest z of the chassis up axis; < 0: turned over)"),
 ];
 
 /// The definition of column `name`.

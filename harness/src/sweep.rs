@@ -262,6 +262,12 @@ pub fn plan(
     ] {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, (label, explicit)) in labels.into_iter().enumerate() {
+            if label.trim().is_empty() {
+                return Err(err(
+                    &format!("{list}[{i}].label"),
+                    "an empty label; give the entry a name".into(),
+                ));
+            }
             if let Some(j) = seen.insert(label, i) {
                 let key = if explicit {
                     format!("{list}[{i}].label")

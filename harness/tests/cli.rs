@@ -173,6 +173,16 @@ fn bad_config_duplicate_scene_entries_need_labels() {
     );
 }
 
+/// An empty label would merge entries just like a missing one.
+#[test]
+fn bad_config_empty_scene_label() {
+    let text = GOOD.replace(
+        "scenes:\n  - name: falling_point\n",
+        "scenes:\n  - name: falling_point\n  - name: falling_point\n    label: \"\"\n",
+    );
+    assert_bad(&text, 5, &["scenes[1].label", "empty label"]);
+}
+
 #[test]
 fn bad_config_horizon_shorter_than_one_step() {
     assert_bad(

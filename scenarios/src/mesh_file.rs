@@ -161,7 +161,7 @@ fn obj_error_line(path: &Path, e: tobj::LoadError) -> Option<usize> {
                     }
                     Some("f") => tok.any(|x| {
                         let first = x.split('/').next().unwrap_or("");
-                        matches!(first.parse::<i64>(), Ok(i) if i > seen || -i > seen)
+                        matches!(first.parse::<i64>(), Ok(i) if i == 0 || i > seen || -i > seen)
                     }),
                     _ => false,
                 }
