@@ -181,6 +181,26 @@ pub fn bias_forces(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> DVector
     inverse_dynamics(model, kin, v, &DVector::zeros(model.nv))
 }
 
+/// Smooth generalized forces (length nv; N or N m): `passive − bias + actuation`, MuJoCo's
+/// `qfrc_smooth` less the constraint forces (documentation, "Computation > Forward dynamics"),
+/// with gravity's share of the bias removed when the model disables gravity
+/// (`<flag gravity="disable"/>`: inverse dynamics at v = 0, a = 0 is gravity's generalized
+/// force). `kin` must be the kinematics at `q`; `actuation` is the caller's actuator force.
+pub fn smooth_forces(
+    model: &Model,
+    kin: &Kinematics,
+    q: &DVector<f64>,
+    v: &DVector<f64>,
+    actuation: &DVector<f64>,
+) -> DVector<f64> {
+    let mut f = passive_forces(model, q, v) + actuation - bias_forces(model, kin, v);
+    if model.options.disable.gravity {
+        let zero = DVector::zeros(model.nv);
+        f += inverse_dynamics(model, kin, &zero, &zero);
+    }
+    f
+}
+
 /// Passive joint forces (length nv): damping −b·v and springs −k·(q − springref) on hinge and
 /// slide joints (N or N m), as in MuJoCo's `mj_passive`.
 pub fn passive_forces(model: &Model, q: &DVector<f64>, v: &DVector<f64>) -> DVector<f64> {

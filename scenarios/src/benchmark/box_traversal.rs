@@ -53,9 +53,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 pub use super::wheeled_robot::{chassis_up, chassis_yaw, Pose2, FULL_FORWARD};
-use super::wheeled_robot::{full_forward, parse_with_robot, with_robot_params, WheeledRobot};
+use super::wheeled_robot::{parse_with_robot, with_robot_params, WheeledRobot};
 use super::{bad, material, model, non_negative, positive};
-use crate::{Scene, SceneEntry};
+use crate::SceneEntry;
 
 /// Parameters of `box_traversal` (SI units; frames in the module documentation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -246,21 +246,7 @@ pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
 
         let (start, target) = p.instance();
         let initial = robot.initial_state(&m, &start, robot.ride_height());
-        let total = robot.total_mass();
-        let speed = robot.top_speed();
-        Ok(Scene {
-            model: m,
-            initial,
-            horizon: p.horizon,
-            controls: Some(full_forward),
-            // Motors add energy: twice the kinetic energy at full speed (body and wheel spin)
-            // plus climbing the obstacle, plus 20 J.
-            energy_allowance: total * speed * speed + total * 9.81 * oz + 20.0,
-            speed_bound: 10.0 * speed.max(1.0),
-            analytic: vec![],
-            task: Some(crate::TaskFactory::new(move |_, s| {
-                Box::new(super::wheeled_robot::PoseTaskMonitor::new(target, s))
-            })),
-        })
+        // The robot climbs the obstacle's height.
+        Ok(robot.scene(m, initial, p.horizon, target, oz))
     },
 };

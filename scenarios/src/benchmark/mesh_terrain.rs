@@ -47,8 +47,7 @@ use parry3d_f64::query::{cast_shapes, ShapeCastOptions};
 use serde::{Deserialize, Serialize};
 
 use super::wheeled_robot::{
-    full_forward, parse_with_robot, pose_loss, pose_success, with_robot_params, Pose2,
-    WheeledRobot, WHEEL_GEOMS,
+    parse_with_robot, pose_loss, pose_success, with_robot_params, Pose2, WheeledRobot, WHEEL_GEOMS,
 };
 use super::{bad, material, model, non_negative, positive};
 use crate::terrain::{load_terrain_mesh, ProceduralTerrain};
@@ -552,22 +551,8 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         let b = s.shape.compute_aabb(&shape_pose(&kin, s, 0));
         b.maxs.z - b.mins.z
     };
-    let total = robot.total_mass();
-    let speed = robot.top_speed();
-    Ok(Scene {
-        model: m,
-        initial,
-        horizon: p.horizon,
-        controls: Some(full_forward),
-        // Motors add energy: twice the kinetic energy at full speed (body and wheel spin) plus
-        // climbing the whole relief of the terrain, plus 20 J.
-        energy_allowance: total * speed * speed + total * 9.81 * relief + 20.0,
-        speed_bound: 10.0 * speed.max(1.0),
-        analytic: vec![],
-        task: Some(crate::TaskFactory::new(move |_, s| {
-            Box::new(super::wheeled_robot::PoseTaskMonitor::new(target, s))
-        })),
-    })
+    // The robot may climb the terrain's whole relief.
+    Ok(robot.scene(m, initial, p.horizon, target, relief))
 }
 
 /// `mesh_terrain` (module documentation).

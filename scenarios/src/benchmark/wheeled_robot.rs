@@ -214,6 +214,34 @@ impl WheeledRobot {
         self.wheel_speed * self.wheel_radius
     }
 
+    /// The scene of this robot on `model` from `initial`, driving towards `target` under the
+    /// default law ([`full_forward`]) for `horizon` s, judged by [`PoseTaskMonitor`].
+    /// Divergence bounds: the motors add at most twice the kinetic energy at full speed (body
+    /// and wheel spin) plus lifting the robot by `climb` m, plus 20 J; no body point faster than
+    /// 10 × the top speed (at least 10 m/s).
+    pub fn scene(
+        &self,
+        model: Model,
+        initial: State,
+        horizon: f64,
+        target: Pose2,
+        climb: f64,
+    ) -> crate::Scene {
+        let (total, speed) = (self.total_mass(), self.top_speed());
+        crate::Scene {
+            model,
+            initial,
+            horizon,
+            controls: Some(full_forward),
+            energy_allowance: total * speed * speed + total * 9.81 * climb + 20.0,
+            speed_bound: 10.0 * speed.max(1.0),
+            analytic: vec![],
+            task: Some(crate::TaskFactory::new(move |_, s| {
+                Box::new(PoseTaskMonitor::new(target, s))
+            })),
+        }
+    }
+
     /// Height (m) of the chassis origin above flat ground when the wheels touch it.
     pub fn ride_height(&self) -> f64 {
         self.wheel_radius

@@ -120,7 +120,7 @@ use nalgebra::{DMatrix, DVector, Vector3};
 use crate::actuation::{actuator_force, clamp_range};
 use crate::collision::{detect_with_margin, Contact};
 use crate::constraint::{contact_rows, equality_rows, limit_rows};
-use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
+use crate::dynamics::{integrate_positions, mass_matrix, smooth_forces};
 use crate::formulation::{
     parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, StepReport,
 };
@@ -193,16 +193,15 @@ impl NcpFb {
         let kin = forward_kinematics(model, q);
         let m = mass_matrix(model, &kin);
         let servo = self.servo_rows(model);
-        let mut f_s = passive_forces(model, q, v) - bias_forces(model, &kin, v);
+        // Motors (and servos kept explicit) act as forces at (q⁻, u⁻); servo rows do not.
+        let mut explicit = DVector::zeros(model.nv);
         for (i, a) in model.actuators.iter().enumerate() {
             if !servo[i] {
-                f_s[model.joints[a.joint].dof_adr] += a.gear * actuator_force(model, i, q, v, ctrl);
+                explicit[model.joints[a.joint].dof_adr] +=
+                    a.gear * actuator_force(model, i, q, v, ctrl);
             }
         }
-        if model.options.disable.gravity {
-            let zero = DVector::zeros(model.nv);
-            f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
-        }
+        let f_s = smooth_forces(model, &kin, q, v, &explicit);
         let Some(chol) = m.cholesky() else {
             return Err(format!("mass matrix not positive definite at t = {t:.6} s"));
         };

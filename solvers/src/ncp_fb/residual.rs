@@ -44,8 +44,8 @@ pub enum Block {
     Servo {
         /// Row index.
         row: usize,
-        /// Compliance in impulses (m/s or rad/s per N s or N m s): `1/(h k_v)` for a velocity
-        /// servo, `1/(h (k_v + h k_p))` for a position servo.
+        /// Compliance in impulses (m/s or rad/s per N s or N m s): `gear/(h k_v)` for a
+        /// velocity servo, `gear/(h (k_v + h k_p))` for a position servo (module doc (R5)).
         alpha: f64,
         /// Constant term (m/s or rad/s): `−gear ū` (velocity), `gear (q⁻ − ū)/h` (paper's
         /// position form) or `gear ERP (q⁻ − ū)/h` (implicit PD).
@@ -75,6 +75,14 @@ impl Block {
             Block::Limit { dist, w, .. } => vec![dist, w],
             Block::Servo { alpha, bias, .. } => vec![alpha, bias],
             Block::Equality { c, compliance, .. } => vec![c, compliance],
+        }
+    }
+
+    /// Number of data scalars of the block ([`Self::data`]), without allocating.
+    pub fn data_len(&self) -> usize {
+        match self {
+            Block::Contact { .. } => 4,
+            Block::Limit { .. } | Block::Servo { .. } | Block::Equality { .. } => 2,
         }
     }
 
@@ -248,7 +256,7 @@ impl Problem {
 
     /// Number of block data scalars (columns of [`Linearization::r_data`]).
     pub fn n_data(&self) -> usize {
-        self.blocks.iter().map(|b| b.data().len()).sum()
+        self.blocks.iter().map(Block::data_len).sum()
     }
 
     /// The blocks' scalar data concatenated in block order ([`Block::data`]).
@@ -352,7 +360,7 @@ impl Problem {
             }
         };
         for b in &self.blocks {
-            let ncol = b.data().len();
+            let ncol = b.data_len();
             match *b {
                 Block::Limit { row, dist, w } => comp(row, dist, w, col, &mut lin),
                 Block::Servo { row, alpha, bias } => {

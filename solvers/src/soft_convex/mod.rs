@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actuation::actuator_forces;
 use crate::collision::detect;
-use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
+use crate::dynamics::{integrate_positions, mass_matrix, smooth_forces};
 use crate::formulation::{
     parse_params, ContactRecord, Formulation, FormulationEntry, FormulationError, ParamDoc,
     StepReport,
@@ -330,14 +330,13 @@ impl SoftConvex {
         }
         let kin = forward_kinematics(model, &state.q);
         let m = mass_matrix(model, &kin);
-        let mut f_s = passive_forces(model, &state.q, &state.v)
-            + actuator_forces(model, &state.q, &state.v, u)
-            - bias_forces(model, &kin, &state.v);
-        if model.options.disable.gravity {
-            // Remove gravity's generalized force (inverse dynamics at rest, zero acceleration).
-            let zero = DVector::zeros(model.nv);
-            f_s += crate::dynamics::inverse_dynamics(model, &kin, &zero, &zero);
-        }
+        let f_s = smooth_forces(
+            model,
+            &kin,
+            &state.q,
+            &state.v,
+            &actuator_forces(model, &state.q, &state.v, u),
+        );
         let Some(mchol) = m.clone().cholesky() else {
             let r = StepReport {
                 diverged: Some(format!(
