@@ -235,6 +235,7 @@ fn build_scene(v: &serde_json::Value) -> Result<Scene, SceneError> {
     };
     Ok(Scene {
         task: None,
+        inputs: Vec::new(),
         model,
         initial,
         horizon: p.horizon,

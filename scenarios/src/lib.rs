@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 use contactlab_solvers::formulation::ParamDoc;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use contactlab_solvers::{Model, ModelError, State, StepReport};
@@ -76,6 +77,12 @@ pub struct Scene {
     pub analytic: Vec<AnalyticValue>,
     /// The scene's task outcomes (benchmark scenes), measured on every run.
     pub task: Option<TaskFactory>,
+    /// Every file the builder read (an MJCF model and its mesh and height-field assets, a
+    /// terrain mesh, a recorded toss, a control schedule), as the paths it opened. The harness
+    /// hashes their bytes into the identity of each cell built from this scene, so editing one
+    /// in place reruns exactly the cells that read it. Empty for scenes built from parameters
+    /// alone. A builder that reads a file must list it here.
+    pub inputs: Vec<PathBuf>,
 }
 
 /// A named closed-form value a scene should reproduce (e.g. box_slide's stop distance).

@@ -280,6 +280,7 @@ fn build(name: &str, p: CartpoleTaskParams) -> Result<Scene, SceneError> {
     let allowance = 2.0 * m * G * len + 0.5 * (p.cart_mass + m) * 100.0;
     Ok(Scene {
         task: None,
+        inputs: Vec::new(),
         model,
         initial,
         horizon: p.horizon,

@@ -216,6 +216,7 @@ fn build(v: &Value) -> Result<Scene, SceneError> {
         speed_bound: 20.0,
         analytic: vec![],
         task: None,
+        inputs: vec![rec.path.clone()],
     })
 }
 

@@ -340,6 +340,7 @@ pub const GRASP: SceneEntry = SceneEntry {
             speed_bound: 5.0,
             analytic: vec![],
             task: Some(crate::TaskFactory::new(|m, s| Box::new(GraspMonitor::new(m, s)))),
+            inputs: Vec::new(),
         })
     },
 };

@@ -33,7 +33,7 @@
 //! **Materials.** As `box_traversal`: friction 0.8, penalty ke = 1e6 N/m, kd = 2000 N s/m,
 //! kf = 1000 N s/m (see that module for the penalty stability limits).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use contactlab_solvers::collision::broad_phase::shape_pose;
 use contactlab_solvers::formulation::ParamDoc;
@@ -552,7 +552,11 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         b.maxs.z - b.mins.z
     };
     // The robot may climb the terrain's whole relief.
-    Ok(robot.scene(m, initial, p.horizon, target, relief))
+    let mut scene = robot.scene(m, initial, p.horizon, target, relief);
+    if !p.mesh_file.is_empty() {
+        scene.inputs.push(PathBuf::from(&p.mesh_file));
+    }
+    Ok(scene)
 }
 
 /// `mesh_terrain` (module documentation).

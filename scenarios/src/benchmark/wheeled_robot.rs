@@ -239,6 +239,7 @@ impl WheeledRobot {
             task: Some(crate::TaskFactory::new(move |_, s| {
                 Box::new(PoseTaskMonitor::new(target, s))
             })),
+            inputs: Vec::new(),
         }
     }
 

@@ -267,6 +267,7 @@ pub const SPHERE_ROLL: SceneEntry = SceneEntry {
             speed_bound: 50.0,
             analytic: vec![AnalyticValue { name: "acceleration_m_s2", value: 5.0 / 7.0 * G * th.sin(), formula: "5/7 g sin theta" }],
             task: None,
+            inputs: Vec::new(),
         })
     },
 };
@@ -300,6 +301,7 @@ fn cube_on_plane(
     let initial = initial(&m);
     Ok(Scene {
         task: None,
+        inputs: Vec::new(),
         model: m,
         initial,
         horizon,

@@ -113,6 +113,7 @@ pub const PENDULUM: SceneEntry = SceneEntry {
         let energy = p.mass * G * p.length * (1.0 - p.angle0.cos());
         Ok(Scene {
             task: None,
+            inputs: Vec::new(),
             model: m,
             initial,
             horizon: p.horizon,
@@ -207,6 +208,7 @@ pub const CARTPOLE: SceneEntry = SceneEntry {
             speed_bound: 50.0,
             analytic: vec![],
             task: None,
+            inputs: Vec::new(),
         })
     },
 };

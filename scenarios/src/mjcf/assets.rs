@@ -43,6 +43,8 @@ pub(crate) struct HfieldAsset {
 pub(crate) struct Assets {
     pub meshes: HashMap<String, MeshAsset>,
     pub hfields: HashMap<String, HfieldAsset>,
+    /// The asset files read, in document order (for `MjcfModel::files`).
+    pub files: Vec<PathBuf>,
 }
 
 fn stem(file: &str) -> String {
@@ -74,6 +76,7 @@ impl Assets {
                             }
                         };
                         let mesh = mesh(ctx, el)?;
+                        out.files.extend(file.map(|f| asset_path(ctx, f)));
                         if out.meshes.insert(name.clone(), mesh).is_some() {
                             return Err(ctx.err(
                                 el,
@@ -96,6 +99,8 @@ impl Assets {
                             }
                         };
                         let h = hfield(ctx, el)?;
+                        out.files
+                            .extend(el.attribute("file").map(|f| asset_path(ctx, f)));
                         if out.hfields.insert(name.clone(), h).is_some() {
                             return Err(ctx.err(
                                 el,

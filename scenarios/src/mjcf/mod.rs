@@ -68,6 +68,10 @@ pub struct MjcfModel {
     pub ctrl: Vec<f64>,
     /// Names of the keyframes in the file, in order (unnamed ones as `key{i}`).
     pub keys: Vec<String>,
+    /// Every file the loader read, as opened: the model file ([`load_file`] only), then the
+    /// mesh and height-field asset files in document order. Content hashes of these make up
+    /// the harness's cell identity (`contactlab_scenarios::Scene::inputs`).
+    pub files: Vec<PathBuf>,
 }
 
 /// The XML element a model validation error names (by tag and `name` attribute), so that the
@@ -137,7 +141,9 @@ pub fn load_file(path: impl AsRef<Path>, key: Option<&str>) -> Result<MjcfModel,
         message: format!("cannot read the file: {e}"),
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    load_str(&text, path, &dir, key)
+    let mut loaded = load_str(&text, path, &dir, key)?;
+    loaded.files.insert(0, path.to_path_buf());
+    Ok(loaded)
 }
 
 /// Load MJCF from `text`; `file` names it in errors and `dir` is where relative asset paths
@@ -228,6 +234,7 @@ pub fn load_str(
         initial,
         ctrl,
         keys,
+        files: assets.files,
     })
 }
 

@@ -76,6 +76,7 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         speed_bound: 100.0,
         analytic: vec![],
         task: None,
+        inputs: loaded.files,
     })
 }
 
