@@ -243,11 +243,42 @@ pub fn load(path: &Path) -> Result<(ExperimentConfig, String), ConfigError> {
     Ok((cfg, text))
 }
 
-/// Parse experiment text; `file` only names the source in errors.
+/// Parse experiment text; `file` only names the source in errors. A leading UTF-8 byte-order
+/// mark is skipped.
 ///
 /// # Errors
+/// Nesting deeper than [`crate::yaml_checks::MAX_NESTING`] (found in linear time, before the
+/// YAML parser sees the text), a duplicate key in any mapping (at the duplicate's own line),
 /// YAML syntax, unknown key, wrong type or missing key, as a [`ConfigError`].
 pub fn parse(file: &Path, text: &str) -> Result<ExperimentConfig, ConfigError> {
+    // A UTF-8 byte-order mark (some Windows editors write one) is not part of the first key.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let at = |line: usize, key: String, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line: Some(line),
+        key,
+        message,
+    };
+    if let Err(e) = crate::yaml_checks::check_depth(text, crate::yaml_checks::MAX_NESTING) {
+        return Err(at(
+            e.line,
+            String::new(),
+            format!(
+                "nesting deeper than {} levels; an experiment needs far fewer",
+                crate::yaml_checks::MAX_NESTING
+            ),
+        ));
+    }
+    if let Some(d) = crate::yaml_checks::find_duplicate_key(text) {
+        return Err(at(
+            d.line,
+            d.path,
+            format!(
+                "duplicate key '{}'; each key may appear once in a mapping",
+                d.key
+            ),
+        ));
+    }
     // A non-finite number (`.nan`, `.inf`) would silently become null (the default) on its way
     // into the JSON parameter values: reject it here, naming the key.
     if let Ok(raw) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) {
@@ -352,6 +383,7 @@ pub fn parse_scalar(value: &str) -> serde_json::Value {
 /// The 1-based line of a key path such as `sweep.timestep`, `scenes[1].friction` or `scenes[1]`
 /// in block-style YAML text; `None` if not found. A best effort for error messages.
 pub fn locate(text: &str, path: &str) -> Option<usize> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text.lines().collect();
     let (mut lo, mut hi) = (0usize, lines.len());
     let mut scope_col: isize = -1;

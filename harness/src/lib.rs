@@ -18,3 +18,4 @@ pub mod runner;
 pub mod sweep;
 pub mod testkit;
 pub mod trajectory;
+pub mod yaml_checks;

@@ -282,6 +282,28 @@ pub fn plan(
         }
     }
 
+    // Scene labels name figure files: two that give one file name would overwrite each other.
+    let mut stems: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, s) in cfg.scenes.iter().enumerate() {
+        let stem = crate::figures::file_part(s.label());
+        if let Some(&j) = stems.get(&stem) {
+            let key = if s.label.is_some() {
+                format!("scenes[{i}].label")
+            } else {
+                format!("scenes[{i}]")
+            };
+            return Err(err(
+                &key,
+                format!(
+                    "scene label '{}' and '{}' (scenes[{j}]) give the same figure file name '{stem}'; give them labels that differ in letters, digits, '-', '_' or '.'",
+                    s.label(),
+                    cfg.scenes[j].label()
+                ),
+            ));
+        }
+        stems.insert(stem, i);
+    }
+
     // Registry names and parameters; expansion.
     let mut cells = Vec::new();
     for (si, s) in cfg.scenes.iter().enumerate() {
