@@ -2,7 +2,9 @@
 //!
 //! Exit status: 0 on success (diverged cells are results, not errors); 2 for bad input (an
 //! experiment file, a flag, a name or a parameter), with one message naming file, line and key
-//! where there is one; 1 for anything else (e.g. a results folder that cannot be written).
+//! where there is one, or naming a cell file that is not its cell's row; 1 for anything else
+//! (a results folder in use by another run or that cannot be written, figures or a report
+//! that cannot be written: the rows are kept).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use contactlab_harness::catalog::Catalog;
 use contactlab_harness::config::{self, ConfigError, FigureKind, QUICKSTART_YAML};
-use contactlab_harness::results::COLUMNS;
+use contactlab_harness::results::{ResultsError, COLUMNS};
 use contactlab_harness::runner::{self, RunOptions};
 use contactlab_harness::{report, sweep};
 use serde_json::{Map, Value};
@@ -151,9 +153,15 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if e.downcast_ref::<ConfigError>().is_some() || e.downcast_ref::<InputError>().is_some()
+            let bad_cell = matches!(
+                e.downcast_ref::<ResultsError>(),
+                Some(ResultsError::BadCell { .. })
+            );
+            if e.downcast_ref::<ConfigError>().is_some()
+                || e.downcast_ref::<InputError>().is_some()
+                || bad_cell
             {
-                eprintln!("error: {e}");
+                eprintln!("error: {e:#}");
                 ExitCode::from(2)
             } else {
                 eprintln!("error: {e:#}");
@@ -209,11 +217,12 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
         "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed",
         plan.config.name, s.total, s.resumed, s.ran, s.ok, s.diverged, s.failed
     );
-    if let Some(e) = s.outputs_error {
-        eprintln!("warning: figures or report not drawn: {e}");
-    }
     println!("results: {}", dir.display());
-    Ok(())
+    // The rows are written; figures or a report that could not be are still a failed run.
+    match s.outputs_error {
+        Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
+        None => Ok(()),
+    }
 }
 
 fn cmd_report(dir: &Path) -> anyhow::Result<()> {

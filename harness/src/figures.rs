@@ -2,7 +2,8 @@
 //! formulation label, x = timestep on a log axis, divergence marked with a cross at the top.
 //!
 //! Written as `figures/<kind>__<scene>.svg` (525 × 375 px, 14 px text: a paper column) and
-//! `.png` (twice the size and text, for about 300 dpi at column width).
+//! `.png` (twice the size and text, for about 300 dpi at column width), each atomically (a
+//! temporary file renamed into place). Scene labels whose file names coincide are an error.
 //!
 //! Fonts: plotters' default text stack (font-kit) needs fontconfig and system fonts, which a
 //! fresh Debian machine may lack. We build plotters with its `ab_glyph` feature instead and
@@ -21,7 +22,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::config::FigureKind;
-use crate::results::Row;
+use crate::results::{commit_temp, temp_path, write_atomic, Row};
 
 static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
@@ -123,6 +124,16 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
     let mut scenes: Vec<&str> = rows.iter().map(|r| r.scene_label()).collect();
     scenes.sort_unstable();
     scenes.dedup();
+    // Two labels with one file name would overwrite each other's figures.
+    let mut stems: BTreeMap<String, &str> = BTreeMap::new();
+    for &scene in &scenes {
+        if let Some(other) = stems.insert(file_part(scene), scene) {
+            return Err(format!(
+                "scene labels '{other}' and '{scene}' give the same figure file name '{}'; relabel one",
+                file_part(scene)
+            ));
+        }
+    }
     let mut written = Vec::new();
     for scene in scenes {
         let scene_rows: Vec<&Row> = rows.iter().filter(|r| r.scene_label() == scene).collect();
@@ -133,18 +144,29 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
             let stem = format!("{}__{}", kind.name(), file_part(scene));
             let svg = fig_dir.join(format!("{stem}.svg"));
             let png = fig_dir.join(format!("{stem}.png"));
+            // Both drawn to memory or a temporary file, then renamed into place: a killed run
+            // leaves the old figure or the new one, never a partial one.
+            let mut text = String::new();
             {
-                let root = SVGBackend::new(&svg, (525, 375)).into_drawing_area();
+                let root = SVGBackend::with_string(&mut text, (525, 375)).into_drawing_area();
                 draw(&root, &title, &s, &data, 1.0)?;
                 root.present()
                     .map_err(|e| format!("{}: {e}", svg.display()))?;
             }
-            {
-                let root = BitMapBackend::new(&png, (1050, 750)).into_drawing_area();
+            write_atomic(&svg, text.as_bytes()).map_err(|e| e.to_string())?;
+            // The bitmap backend picks the encoder from the extension: keep `.png` last.
+            let tmp = temp_path(&png, ".png");
+            let drawn = (|| {
+                let root = BitMapBackend::new(&tmp, (1050, 750)).into_drawing_area();
                 draw(&root, &title, &s, &data, 2.0)?;
                 root.present()
-                    .map_err(|e| format!("{}: {e}", png.display()))?;
+                    .map_err(|e| format!("{}: {e}", png.display()))
+            })();
+            if let Err(e) = drawn {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
             }
+            commit_temp(&tmp, &png).map_err(|e| e.to_string())?;
             written.push(svg);
             written.push(png);
         }

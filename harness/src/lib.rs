@@ -11,6 +11,7 @@
 pub mod catalog;
 pub mod config;
 pub mod figures;
+pub mod inputs;
 pub mod metrics;
 pub mod report;
 pub mod results;

@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 use contactlab_scenarios::benchmark::cube_toss::SAMPLE_DT_S;
 
 use crate::config::{self, ExperimentConfig, FigureKind};
-use crate::results::{column, read_cell, read_runs, write_atomic, write_runs, Manifest, Row};
+use crate::results::{
+    column, lock_dir, read_cell, read_runs, remove_stale_temps, write_atomic, write_runs, Manifest,
+    ResultsError, Row,
+};
 
 /// Largest stable and accurate timesteps (s) of one (scene, label); `None`: no such timestep.
 #[derive(Debug, Clone, PartialEq)]
@@ -545,12 +548,20 @@ fn toss_table(s: &mut String, rows: &[Row]) {
 }
 
 /// Redraw the figures and `report.md` of the results folder `dir` from stored rows alone:
-/// `runs.parquet` if present, otherwise the finished cells in `cells/` (then `runs.parquet` and
-/// `runs.csv` are written from them first). Returns the paths written.
+/// `runs.parquet` if present, otherwise the finished cells in `cells/` of the last run's grid
+/// (`manifest.json`'s `cell_ids`; then `runs.parquet` and `runs.csv` are written from them
+/// first). Holds the folder's lock meanwhile (a run writing
+/// into it is refused, and so is this while one runs). Returns the paths written.
 ///
 /// # Errors
-/// No rows, unreadable files, or a drawing error, as text.
+/// The folder in use by another process, no rows, unreadable files, a drawing or write error,
+/// as text.
 pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if !dir.is_dir() {
+        return Err(format!("{}: no such results folder", dir.display()));
+    }
+    let _lock = lock_dir(dir).map_err(|e| e.to_string())?;
+    remove_stale_temps(dir).map_err(|e| e.to_string())?;
     let cfg_path = dir.join("config.resolved.yaml");
     let cfg = std::fs::read_to_string(&cfg_path)
         .map_err(|e| format!("{}: {e} (is this a results folder?)", cfg_path.display()))
@@ -558,7 +569,14 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let rows = match read_runs(dir) {
         Ok(rows) => rows,
         Err(_) => {
-            let rows = cells_in(dir);
+            // Only the rows of the last run's grid: `cells/` keeps those of earlier grids too.
+            let ids = Manifest::read(dir).cell_ids;
+            let mut rows = cells_in(dir).map_err(|e| e.to_string())?;
+            if !ids.is_empty() {
+                let ids: std::collections::BTreeSet<&str> =
+                    ids.iter().map(String::as_str).collect();
+                rows.retain(|r| ids.contains(r.str("cell_id")));
+            }
             if rows.is_empty() {
                 return Err(format!(
                     "{}: no runs.parquet and no finished cells",
@@ -574,6 +592,10 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Draw figures and write `report.md` for `rows`; returns the paths written.
 ///
+/// A figure that cannot be drawn does not leave an old report behind: `report.md` is still
+/// written from `rows`, saying which figures are missing and why, and the error is returned.
+/// A `report.md` that cannot be written is removed, so that no stale one stays.
+///
 /// # Errors
 /// A drawing or file error, as text.
 pub fn write_outputs(
@@ -582,31 +604,52 @@ pub fn write_outputs(
     cfg: &ExperimentConfig,
 ) -> Result<Vec<PathBuf>, String> {
     let kinds: Vec<FigureKind> = cfg.figures.clone();
-    let mut written = crate::figures::draw_all(dir, rows, &kinds)?;
+    let (mut written, figure_error) = match crate::figures::draw_all(dir, rows, &kinds) {
+        Ok(w) => (w, None),
+        Err(e) => (Vec::new(), Some(format!("figures not drawn: {e}"))),
+    };
     let manifest = Manifest::read(dir);
-    let text = render(rows, cfg, &manifest, &written);
+    let mut text = render(rows, cfg, &manifest, &written);
+    if let Some(e) = &figure_error {
+        let _ = writeln!(
+            text,
+            "
+**Figures are missing**: {e}"
+        );
+    }
     let path = dir.join("report.md");
-    write_atomic(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+    if let Err(e) = write_atomic(&path, text.as_bytes()) {
+        let _ = std::fs::remove_file(&path);
+        return Err(match figure_error {
+            Some(f) => format!("{f}; report not written: {e}"),
+            None => format!("report not written: {e}"),
+        });
+    }
     written.push(path);
-    Ok(written)
+    match figure_error {
+        Some(e) => Err(e),
+        None => Ok(written),
+    }
 }
 
 /// Rows of every finished cell file in `dir/cells`, sorted by scene, label, timestep, seed.
-pub fn cells_in(dir: &Path) -> Vec<Row> {
+///
+/// # Errors
+/// A cell file that is not the row of the cell it is named for ([`read_cell`]).
+pub fn cells_in(dir: &Path) -> Result<Vec<Row>, ResultsError> {
     let Ok(rd) = std::fs::read_dir(dir.join("cells")) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let mut rows: Vec<Row> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().to_string();
-            let id = name
-                .strip_suffix(".json")
-                .filter(|_| !name.starts_with('.'))?
-                .to_string();
-            read_cell(dir, &id)
-        })
-        .collect();
+    let mut rows: Vec<Row> = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some(id) = name
+            .strip_suffix(".json")
+            .filter(|_| !name.starts_with('.'))
+        {
+            rows.extend(read_cell(dir, id)?);
+        }
+    }
     rows.sort_by(|a, b| {
         (
             a.scene_label(),
@@ -622,7 +665,7 @@ pub fn cells_in(dir: &Path) -> Vec<Row> {
             ))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    rows
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -12,6 +12,11 @@
 //! | `steps/<id>.parquet` | per-step logs when `log_steps: true` |
 //! | `figures/*.svg`, `figures/*.png` | figures |
 //! | `report.md` | tables for a paper |
+//! | `.lock` | held (OS advisory lock) by the one process writing the folder ([`lock_dir`]) |
+//!
+//! Temporary files are `.<name>.tmp-<pid>` (and `.<name>.tmp-<pid>.png` for figures) beside
+//! their target; a run or `report` removes leftovers of killed processes when it starts
+//! ([`remove_stale_temps`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -66,6 +71,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("horizon_s", F64, "requested simulated time"),
     c("threads", U64, "worker threads of the run"),
     c("toss", Str, "recorded toss the cell starts from (cube_toss's `toss`, a file stem); empty otherwise"),
+    c("inputs", Str, "files the cell read (scene model, assets, toss, schedule, reference) and their SHA-256, JSON {path: digest}; part of cell_id"),
     c("status", Str, "ok, diverged or failed"),
     c("reason", Str, "why a cell diverged or failed (empty when ok)"),
     c("steps", U64, "steps taken"),
@@ -221,6 +227,23 @@ pub enum ResultsError {
         /// What polars reported.
         message: String,
     },
+    /// A cell file that is not a row this harness wrote: malformed JSON, or a `cell_id` that
+    /// disagrees with its file name (bad input: exit status 2 in the CLI).
+    #[error("{}: {message}; delete the file to recompute the cell", path.display())]
+    BadCell {
+        /// The cell file.
+        path: PathBuf,
+        /// What is wrong (with the JSON line where there is one).
+        message: String,
+    },
+    /// Another process holds the results folder ([`lock_dir`]).
+    #[error("{}: the results folder is in use by another contactlab process ({holder}); wait for it to finish or stop it, then run again", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// The other process as it described itself: pid, host, start time, command line.
+        holder: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
@@ -237,16 +260,41 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ResultsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = temp_path(path, "");
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    drop(f);
+    commit_temp(&tmp, path)
+}
+
+/// The temporary name of `path` for this process: `.<name>.tmp-<pid><suffix>` in the same
+/// folder (`suffix` keeps an extension a writer needs, e.g. `.png`).
+pub fn temp_path(path: &Path, suffix: &str) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(io(path))
+    dir.join(format!(".{name}.tmp-{}{suffix}", std::process::id()))
+}
+
+/// Move a fully written temporary file `tmp` onto `path`: fsync, then rename (atomic on one
+/// file system), so `path` is either its old or its new content, never a partial one. The
+/// temporary file is removed if the rename fails.
+///
+/// # Errors
+/// I/O errors, naming the path.
+pub fn commit_temp(tmp: &Path, path: &Path) -> Result<(), ResultsError> {
+    fs::File::open(tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io(tmp))?;
+    fs::rename(tmp, path).map_err(|e| {
+        let _ = fs::remove_file(tmp);
+        ResultsError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    })
 }
 
 /// Path of a cell's row file.
@@ -263,10 +311,125 @@ pub fn write_cell(dir: &Path, id: &str, row: &Row) -> Result<(), ResultsError> {
     write_atomic(&cell_path(dir, id), text.as_bytes())
 }
 
-/// Read a finished cell's row, if its file exists and parses.
-pub fn read_cell(dir: &Path, id: &str) -> Option<Row> {
-    let text = fs::read_to_string(cell_path(dir, id)).ok()?;
-    serde_json::from_str(&text).ok()
+/// Read a finished cell's row: `Ok(None)` if its file does not exist.
+///
+/// # Errors
+/// [`ResultsError::BadCell`] for a file that is not valid JSON of a row, or whose `cell_id`
+/// is not `id` (a hand-edited or copied file would otherwise stand for another cell);
+/// [`ResultsError::Io`] for a file that exists but cannot be read.
+pub fn read_cell(dir: &Path, id: &str) -> Result<Option<Row>, ResultsError> {
+    let path = cell_path(dir, id);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ResultsError::Io { path, source: e }),
+    };
+    let row: Row = serde_json::from_str(&text).map_err(|e| ResultsError::BadCell {
+        path: path.clone(),
+        message: format!("not a results row: {e}"),
+    })?;
+    if row.str("cell_id") != id {
+        return Err(ResultsError::BadCell {
+            path,
+            message: format!(
+                "its cell_id '{}' disagrees with its file name '{id}'",
+                row.str("cell_id")
+            ),
+        });
+    }
+    Ok(Some(row))
+}
+
+/// An exclusive hold on a results folder, released when dropped or when the process ends.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: fs::File,
+}
+
+/// Take the exclusive lock of results folder `dir` (created if missing): an OS advisory lock
+/// (`flock` on Unix, `LockFileEx` on Windows, through `std::fs::File::try_lock`) on `dir/.lock`,
+/// which then holds this process's pid, host, start time and command line so that a second
+/// process can name it.
+///
+/// Stale locks cannot happen: the operating system releases the lock when its process ends,
+/// however it ends (killed included), and a leftover `.lock` file of a dead process is simply
+/// locked again; its old text is never trusted. On network file systems without lock support
+/// the lock is not exclusive.
+///
+/// # Errors
+/// [`ResultsError::Locked`] naming the other process; I/O errors naming the path.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, ResultsError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(".lock");
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(&path).unwrap_or_default();
+            let holder = match holder.trim() {
+                "" => "a process that has not written its name yet".to_string(),
+                h => h.to_string(),
+            };
+            return Err(ResultsError::Locked { path, holder });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(ResultsError::Io { path, source: e }),
+    }
+    let host = fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown host".into());
+    let me = format!(
+        "pid {} on {host}, since {}: {}",
+        std::process::id(),
+        now_utc(),
+        std::env::args().collect::<Vec<_>>().join(" ")
+    );
+    file.set_len(0).map_err(io(&path))?;
+    file.write_all(me.as_bytes()).map_err(io(&path))?;
+    file.sync_all().map_err(io(&path))?;
+    Ok(DirLock { _file: file })
+}
+
+/// Whether `name` is a temporary file name of [`write_atomic`] or of the figures:
+/// `.<name>.tmp-<pid>` or `.<name>.tmp-<pid>.<ext>`.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.')
+        && name.rsplit_once(".tmp-").is_some_and(|(_, pid)| {
+            let pid = pid.split('.').next().unwrap_or("");
+            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
+/// Remove temporary files left by killed processes in `dir` and its `cells/`, `steps/` and
+/// `figures/`. Call with the folder's lock held ([`lock_dir`]), so that no live writer owns
+/// them. Returns how many were removed.
+///
+/// # Errors
+/// A leftover that cannot be removed, naming it.
+pub fn remove_stale_temps(dir: &Path) -> Result<usize, ResultsError> {
+    let mut removed = 0;
+    for sub in [
+        dir.to_path_buf(),
+        dir.join("cells"),
+        dir.join("steps"),
+        dir.join("figures"),
+    ] {
+        let Ok(rd) = fs::read_dir(&sub) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if is_temp_name(&name) && e.file_type().is_ok_and(|t| t.is_file()) {
+                let p = e.path();
+                fs::remove_file(&p).map_err(io(&p))?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// All rows as a polars DataFrame with the [`COLUMNS`] schema.
@@ -421,6 +584,11 @@ pub struct Manifest {
     pub cells_total: usize,
     /// Cells skipped because an earlier run finished them.
     pub cells_resumed: usize,
+    /// Ids of the cells of this run's grid, in grid order: `cells/` may also hold rows of
+    /// earlier grids (other parameters, or input files since edited), which `report` leaves
+    /// out. Empty in manifests written before it existed.
+    #[serde(default)]
+    pub cell_ids: Vec<String>,
 }
 
 impl Manifest {
@@ -451,6 +619,7 @@ impl Manifest {
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
             cells_total: 0,
             cells_resumed: 0,
+            cell_ids: Vec::new(),
         }
     }
 
@@ -523,6 +692,16 @@ mod tests {
         assert_eq!(rows[0].str("scene"), "s");
         assert_eq!(rows[1].f64("timestep_s"), 0.01);
         assert!(read_frame(&dir.path().join("runs.csv")).unwrap().height() == 2);
+    }
+
+    #[test]
+    fn temp_names_are_recognized() {
+        assert!(is_temp_name(".runs.parquet.tmp-1234"));
+        assert!(is_temp_name(".error_vs_timestep__a.png.tmp-77.png"));
+        assert!(!is_temp_name("runs.parquet"));
+        assert!(!is_temp_name(".lock"));
+        assert!(!is_temp_name(".x.tmp-"));
+        assert!(!is_temp_name(".x.tmp-12a"));
     }
 
     #[test]

@@ -24,7 +24,8 @@ use crate::catalog::Catalog;
 use crate::config::{to_yaml, ReferenceSpec};
 use crate::metrics::{peak_rss_mib, Accumulator};
 use crate::results::{
-    read_cell, write_atomic, write_cell, write_runs, Manifest, ResultsError, Row,
+    lock_dir, read_cell, remove_stale_temps, write_atomic, write_cell, write_runs, Manifest,
+    ResultsError, Row,
 };
 use crate::sweep::{Cell, Plan};
 use crate::trajectory::{state_error, StepLog, Trajectory};
@@ -66,16 +67,23 @@ pub struct RunSummary {
     pub outputs_error: Option<String>,
 }
 
-/// Run `plan` into `opts.dir`.
+/// Run `plan` into `opts.dir`, holding the folder's lock ([`lock_dir`]) throughout; leftover
+/// temporary files of killed runs are removed first.
 ///
 /// # Errors
-/// Results that cannot be written. Cell failures are rows, not errors.
+/// Another process holds the folder ([`ResultsError::Locked`]); a cell file that is not this
+/// cell's row ([`ResultsError::BadCell`]); results that cannot be written. Cell failures are
+/// rows, not errors; figures or a report that cannot be drawn are in
+/// [`RunSummary::outputs_error`] (the rows are written regardless).
 pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSummary, ResultsError> {
     let dir = &opts.dir;
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| ResultsError::Io { path: p, source }
     };
+    // One writer per folder: a second run would mix its config and rows with ours.
+    let _lock = lock_dir(dir)?;
+    remove_stale_temps(dir)?;
     if opts.fresh {
         for sub in ["cells", "steps", "figures"] {
             let p = dir.join(sub);
@@ -98,12 +106,12 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
 
-    let done: BTreeSet<&str> = plan
-        .cells
-        .iter()
-        .filter(|c| read_cell(dir, &c.id).is_some())
-        .map(|c| c.id.as_str())
-        .collect();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for c in &plan.cells {
+        if read_cell(dir, &c.id)?.is_some() {
+            done.insert(c.id.as_str());
+        }
+    }
     let todo: Vec<&Cell> = plan
         .cells
         .iter()
@@ -111,6 +119,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         .collect();
     manifest.cells_total = plan.cells.len();
     manifest.cells_resumed = done.len();
+    manifest.cell_ids = plan.cells.iter().map(|c| c.id.clone()).collect();
     manifest.write(dir)?;
 
     let pool = rayon::ThreadPoolBuilder::new()
@@ -166,11 +175,10 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         return Err(e);
     }
 
-    let rows: Vec<Row> = plan
-        .cells
-        .iter()
-        .filter_map(|c| read_cell(dir, &c.id))
-        .collect();
+    let mut rows: Vec<Row> = Vec::new();
+    for c in &plan.cells {
+        rows.extend(read_cell(dir, &c.id)?);
+    }
     write_runs(dir, &rows)?;
     manifest.end = crate::results::now_utc();
     manifest.write(dir)?;
@@ -382,6 +390,10 @@ fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
         None => String::new(),
     };
     row.set_str("toss", toss);
+    row.set_str(
+        "inputs",
+        serde_json::to_string(&cell.inputs).unwrap_or_default(),
+    );
     row
 }
 

@@ -5,8 +5,9 @@
 //! A `scene.<p>` axis applies to the scenes that have parameter `p` (in their registry
 //! documentation or in their entry), a `formulation.<p>` axis likewise; others do not multiply.
 //!
-//! Each cell has a stable id, a hash of everything that determines its row, so a rerun finds
-//! the cells already finished (see [`crate::runner`]).
+//! Each cell has a stable id, a hash of everything that determines its row, including the
+//! contents of the files it reads ([`crate::inputs`]), so a rerun finds the cells already
+//! finished (see [`crate::runner`]) and reruns those whose inputs changed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,9 @@ pub struct Cell {
     pub sweep: BTreeMap<String, Value>,
     /// Id of the reference run this cell is compared with (same-formulation references).
     pub reference_id: Option<String>,
+    /// Files the cell reads (its scene's and its reference's) and their SHA-256, `{path:
+    /// digest}`; part of the id when not empty ([`crate::inputs`]).
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// A validated experiment ready to run.
@@ -306,6 +310,7 @@ pub fn plan(
 
     // Registry names and parameters; expansion.
     let mut cells = Vec::new();
+    let mut digests = crate::inputs::Digests::default();
     for (si, s) in cfg.scenes.iter().enumerate() {
         let entry = catalog
             .scene(&s.name)
@@ -337,6 +342,11 @@ pub fn plan(
                     let key = param_key(&m, &format!("scenes[{si}]"), &s_combo, "scene");
                     err(&key, m)
                 })?;
+            let mut files = scene.inputs.clone();
+            files.extend(crate::inputs::reference_files(&reference, &s.name, &sp));
+            let inputs = digests
+                .of(&files)
+                .map_err(|m| err(&format!("scenes[{si}]"), m))?;
             let horizon = cfg.horizon.unwrap_or(scene.horizon);
             let hs = timesteps
                 .clone()
@@ -403,13 +413,19 @@ pub fn plan(
                                 }
                                 _ => None,
                             };
-                            let id = hash_hex(&json!({
+                            let mut identity = json!({
                                 "scene": s.name, "scene_params": scene_params, "formulation": f.name,
                                 "formulation_params": fpv, "label": f.label(), "timestep": h, "seed": seed,
                                 "scene_label": s.label,
                                 "horizon": horizon, "reference": serde_json::to_value(&reference).unwrap_or(Value::Null),
                                 "log_steps": cfg.log_steps, "reanchor_window": cfg.reanchor_window,
-                            }));
+                            });
+                            // Only cells that read files get the component: the ids of the
+                            // others stay those of earlier results.
+                            if !inputs.is_empty() {
+                                identity["inputs"] = json!(inputs);
+                            }
+                            let id = hash_hex(&identity);
                             cells.push(Cell {
                                 index: cells.len(),
                                 id,
@@ -424,6 +440,7 @@ pub fn plan(
                                 horizon_s: horizon,
                                 sweep: sweep.clone(),
                                 reference_id,
+                                inputs: inputs.clone(),
                             });
                         }
                     }
