@@ -489,3 +489,41 @@ fn a_cell_file_whose_cell_id_disagrees_with_its_name_is_refused() {
         "{err}"
     );
 }
+
+/// The scene builders list every file they read, which the digests above are taken of.
+#[test]
+fn every_file_a_scene_reads_is_in_its_inputs() {
+    use contactlab_scenarios::build;
+    use serde_json::json;
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/tests/mjcf");
+    let inputs = |name: &str, params: serde_json::Value| build(name, &params).unwrap().inputs;
+    let hfield = models.join("hfield.xml");
+    assert_eq!(
+        inputs("mjcf", json!({ "file": hfield })),
+        [hfield.clone(), models.join("terrain.bin")]
+    );
+    let mesh = models.join("mesh.xml");
+    assert_eq!(
+        inputs("mjcf", json!({ "file": mesh })),
+        [
+            mesh.clone(),
+            models.join("cube.stl"),
+            models.join("cube.obj")
+        ]
+    );
+    let toss = contactlab_scenarios::benchmark::cube_toss::default_toss_dir().join("toss_007.csv");
+    assert_eq!(inputs("cube_toss", json!({ "toss": 7 })), [toss]);
+    let tmp = tempfile::tempdir().unwrap();
+    let obj = tmp.path().join("flat.obj");
+    std::fs::write(
+        &obj,
+        "v -15 -15 0\nv 15 -15 0\nv 15 15 0\nv -15 15 0\nf 1 2 3\nf 1 3 4\n",
+    )
+    .unwrap();
+    assert_eq!(
+        inputs("mesh_terrain", json!({ "mesh_file": obj })),
+        [obj.clone()]
+    );
+    assert!(inputs("mesh_terrain", json!({ "grid": 4 })).is_empty());
+    assert!(inputs("box_slide", json!({})).is_empty());
+}
