@@ -157,16 +157,12 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
                 e.downcast_ref::<ResultsError>(),
                 Some(ResultsError::BadCell { .. })
             );
-            if e.downcast_ref::<ConfigError>().is_some()
+            let bad_input = e.downcast_ref::<ConfigError>().is_some()
                 || e.downcast_ref::<InputError>().is_some()
-                || bad_cell
-            {
-                eprintln!("error: {e:#}");
-                ExitCode::from(2)
-            } else {
-                eprintln!("error: {e:#}");
-                ExitCode::from(1)
-            }
+                || bad_cell;
+            // `{:#}` keeps the cause after any context, on one line.
+            eprintln!("error: {e:#}");
+            ExitCode::from(if bad_input { 2 } else { 1 })
         }
     }
 }

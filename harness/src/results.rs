@@ -380,12 +380,10 @@ pub fn lock_dir(dir: &Path) -> Result<DirLock, ResultsError> {
         }
         Err(fs::TryLockError::Error(e)) => return Err(ResultsError::Io { path, source: e }),
     }
-    let host = fs::read_to_string("/etc/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown host".into());
     let me = format!(
-        "pid {} on {host}, since {}: {}",
+        "pid {} on {}, since {}: {}",
         std::process::id(),
+        host_name(),
         now_utc(),
         std::env::args().collect::<Vec<_>>().join(" ")
     );
@@ -601,15 +599,11 @@ impl Manifest {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_else(|| "unknown".into());
-        let host = fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .unwrap_or_else(|_| "unknown".into());
         Self {
             experiment: experiment.into(),
             revision,
             version: env!("CARGO_PKG_VERSION").into(),
-            host,
+            host: host_name(),
             cores: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -643,6 +637,14 @@ impl Manifest {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default()
     }
+}
+
+/// This machine's name (`/etc/hostname`, else `$HOSTNAME`), or "unknown".
+fn host_name() -> String {
+    fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// The current time, UTC, as `YYYY-MM-DDTHH:MM:SSZ`.
