@@ -117,4 +117,41 @@ mod tests {
         let e = d.of(&[dir.path().join("missing")]).unwrap_err();
         assert!(e.contains("missing"), "{e}");
     }
+
+    #[test]
+    fn reference_files_are_the_files_the_runner_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for f in ["ref.csv", "box_slide.csv", "toss_003.csv"] {
+            std::fs::write(d.join(f), "t\n0\n").unwrap();
+        }
+        let none = serde_json::Map::new();
+        let toss: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"toss": "toss_003"}"#).unwrap();
+        let traj = ReferenceSpec::Trajectory {
+            file: d.join("ref.csv"),
+        };
+        assert_eq!(
+            reference_files(&traj, "box_slide", &none),
+            [d.join("ref.csv")]
+        );
+        let rec = ReferenceSpec::Recorded {
+            dir: Some(d.to_path_buf()),
+        };
+        assert_eq!(
+            reference_files(&rec, "box_slide", &none),
+            [d.join("box_slide.csv")]
+        );
+        assert_eq!(
+            reference_files(&rec, "cube_toss", &toss),
+            [d.join("toss_003.csv")]
+        );
+        // Missing files are left out (the row says why the reference is missing).
+        assert!(reference_files(&rec, "box_drop", &none).is_empty());
+        // The scene's own toss file is among the scene's inputs already.
+        let own = ReferenceSpec::Recorded { dir: None };
+        assert!(reference_files(&own, "cube_toss", &toss).is_empty());
+        let same = ReferenceSpec::SameFormulation { timestep: 1e-4 };
+        assert!(reference_files(&same, "box_slide", &none).is_empty());
+    }
 }
