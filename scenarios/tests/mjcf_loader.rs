@@ -725,3 +725,48 @@ fn validation_errors_point_at_the_element_line() {
     .unwrap_err();
     assert_eq!((e.line, e.element.as_str()), (5, "geom"), "{e}");
 }
+
+#[test]
+fn keyframe_ctrl_drives_the_mjcf_scene_as_constant_controls() {
+    // A 2 kg block on a slide, motor force ctrl = 3 N from key 'push': x(t) = F t² / (2 m).
+    let file = fixture("slide_motor_key.xml");
+    let scene = build("mjcf", &json!({"file": file, "key": "push"})).unwrap();
+    assert_eq!(scene.controls_at(0.0, &scene.initial), vec![3.0]);
+    assert_eq!(scene.controls_at(0.7, &scene.initial), vec![3.0]);
+    let still = build("mjcf", &json!({"file": file})).unwrap();
+    assert_eq!(still.controls_at(0.0, &still.initial), vec![0.0]);
+    let mut f = contactlab_solvers::formulation::build("soft_convex", &json!(null)).unwrap();
+    let (h, n) = (1e-3, 500);
+    let mut s = scene.initial.clone();
+    for _ in 0..n {
+        let u = scene.controls_at(s.t, &s);
+        let r = f.step(&scene.model, &mut s, &u, h);
+        assert!(r.diverged.is_none(), "{r:?}");
+    }
+    let t = n as f64 * h;
+    let exact = 3.0 * t * t / (2.0 * 2.0);
+    println!("x({t}) = {} m, closed form {exact} m", s.q[0]);
+    // Semi-implicit Euler is ahead by F h t / (2 m) = 0.2 % at t = 0.5 s.
+    assert!(
+        (s.q[0] - exact).abs() < 3e-3 * exact,
+        "{} vs {exact}",
+        s.q[0]
+    );
+}
+
+#[test]
+fn keyframe_ctrl_of_the_wrong_width_names_file_line_and_key() {
+    let file = fixture("slide_motor_key.xml");
+    let e = load_file(&file, Some("too_wide")).unwrap_err();
+    println!("{e}");
+    assert_eq!(e.kind, MjcfErrorKind::Invalid);
+    assert_eq!((e.line, e.element.as_str()), (17, "key"), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("slide_motor_key.xml:17:"), "{text}");
+    assert!(
+        text.contains("'ctrl' has 2 numbers, the model needs 1"),
+        "{text}"
+    );
+    let e = build("mjcf", &json!({"file": file, "key": "too_wide"})).unwrap_err();
+    assert!(e.to_string().contains("slide_motor_key.xml:17:"), "{e}");
+}

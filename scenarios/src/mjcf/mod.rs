@@ -18,7 +18,8 @@
 //! * `<asset>`: `<mesh file|vertex/face scale inertia>` (STL, OBJ) and `<hfield file|elevation>`.
 //! * `<actuator>`: `<motor>`, `<position>`, `<velocity>` on joints.
 //! * `<equality>`: `<connect>`, `<weld>`, `<joint>`; `<contact>`: `<pair>`, `<exclude>`.
-//! * `<keyframe><key name time qpos qvel ctrl>`: the initial state, chosen by name.
+//! * `<keyframe><key name time qpos qvel ctrl>`: the initial state and controls, chosen by name
+//!   (the `mjcf` scene holds `ctrl` as constant controls, [`MjcfParams`]).
 //!
 //! Body inertia inferred from geoms follows MuJoCo exactly ([`inertia`]).
 //!

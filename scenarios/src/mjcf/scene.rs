@@ -7,7 +7,7 @@ use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::kinematics::forward_kinematics;
 use serde::{Deserialize, Serialize};
 
-use crate::{Scene, SceneEntry, SceneError};
+use crate::{ControlLaw, Scene, SceneEntry, SceneError};
 
 /// Parameters of the `mjcf` scene.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,8 +33,14 @@ fn default_horizon() -> f64 {
 /// unbounded when the model has actuators (they may add energy); the speed bound is 100 m/s.
 ///
 /// # Errors
-/// Missing `file`, loader errors (with file, line and element), or a keyframe with non-zero
-/// `ctrl` (a scene's controls are a plain function and cannot carry the key's constants).
+/// Missing `file`, or loader errors (with file, line and element; among them a keyframe
+/// `ctrl` whose width is not the number of actuators).
+///
+/// # Controls
+/// With `key`, the keyframe's `ctrl` (one value per actuator, in `<actuator>` order, in the
+/// actuator's units: N or N m for a motor, the target position for a position servo, the
+/// target velocity for a velocity servo) holds as constant controls for the whole run, as
+/// MuJoCo's `mj_resetDataKeyframe` leaves `data.ctrl`; without a key the controls are zero.
 pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     let name = "mjcf";
     let bad = |message: String| SceneError::BadParams {
@@ -52,12 +58,12 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         )));
     }
     let loaded = super::load_file(&p.file, p.key.as_deref()).map_err(|e| bad(e.to_string()))?;
-    if loaded.ctrl.iter().any(|c| *c != 0.0) {
-        return Err(bad(format!(
-            "keyframe '{}' sets non-zero ctrl, which the scene's control law cannot carry; use a key without ctrl",
-            p.key.unwrap_or_default()
-        )));
-    }
+    let controls = if loaded.ctrl.iter().any(|c| *c != 0.0) {
+        let ctrl = loaded.ctrl.clone();
+        Some(ControlLaw::new(move |_, _| ctrl.clone()))
+    } else {
+        None
+    };
     let model = loaded.model;
     let kin = forward_kinematics(&model, &loaded.initial.q);
     let energy = kinetic_energy(&mass_matrix(&model, &kin), &loaded.initial.v)
@@ -71,7 +77,7 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         model,
         initial: loaded.initial,
         horizon: p.horizon,
-        controls: None,
+        controls,
         energy_allowance,
         speed_bound: 100.0,
         analytic: vec![],
@@ -82,10 +88,10 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
 /// Registry entry of the `mjcf` scene.
 pub const MJCF: SceneEntry = SceneEntry {
     name: "mjcf",
-    description: "any MuJoCo MJCF file (see contactlab_scenarios::mjcf for what is supported); initial state from a keyframe",
+    description: "any MuJoCo MJCF file (see contactlab_scenarios::mjcf for what is supported); initial state and constant controls from a keyframe",
     params: &[
         ParamDoc { name: "file", default: "(required)", unit: "-", doc: "path of the MJCF file" },
-        ParamDoc { name: "key", default: "(none: qpos0 at rest)", unit: "-", doc: "keyframe name giving the initial state" },
+        ParamDoc { name: "key", default: "(none: qpos0 at rest)", unit: "-", doc: "keyframe name giving the initial state and constant controls (its ctrl)" },
         ParamDoc { name: "horizon", default: "1.0", unit: "s", doc: "simulated duration" },
     ],
     build,
