@@ -407,3 +407,67 @@ fn killed_run_resumes_and_keeps_finished_cells() {
         );
     }
 }
+
+#[test]
+fn ncp_fb_step_without_a_finite_newton_direction_is_reported_diverged_not_ok() {
+    // Two identical joint couplings with zero compliance and no regularization: the 2 x 2
+    // Schur complement is singular, so ncp_fb has no Newton direction on the first step. That
+    // step must end the run as diverged with its reason (it once returned zero impulses and
+    // the summary said "ok").
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("twice.xml"),
+        r#"<mujoco model="twice">
+  <worldbody>
+    <body name="a">
+      <joint name="slide_a" type="slide" axis="1 0 0"/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1" contype="0" conaffinity="0"/>
+    </body>
+    <body name="b" pos="1 0 0">
+      <joint name="slide_b" type="slide" axis="1 0 0"/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality>
+    <joint joint1="slide_a" joint2="slide_b"/>
+    <joint joint1="slide_a" joint2="slide_b"/>
+  </equality>
+</mujoco>
+"#,
+    )
+    .unwrap();
+    let o = contactlab(
+        &[
+            "simulate",
+            "--mjcf",
+            "twice.xml",
+            "--formulation",
+            "ncp_fb",
+            "--param",
+            "compliance=0",
+            "--param",
+            "regularization=0",
+            "--timestep",
+            "0.001",
+            "--horizon",
+            "0.01",
+            "--out",
+            "t.csv",
+        ],
+        tmp.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    println!("{out}");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.contains("1 steps, diverged: ncp_fb step failed at t = 0.000000 s: no finite Newton direction at iteration 1"),
+        "{out}"
+    );
+    assert!(!out.contains("ok"), "{out}");
+    let text = std::fs::read_to_string(tmp.path().join("t.csv")).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.ends_with(",0,1"),
+        "iterations 0 .. converged 0, diverged 1: {last}"
+    );
+}

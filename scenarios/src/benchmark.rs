@@ -9,8 +9,8 @@
 //! | `cube_toss` | the real 0.1048 m, 0.37 kg cube of `shared/data/cube_toss` tossed onto a table from a recording's first state, μ 0.18 | error against the recording (harness `recorded` reference) |
 //! | `cartpole_task`, `cartpole_task_ostrich` | cart-pole with a ±30 N cart motor; balance from 0.2 rad or swing up; Ostrich sizes (0.3 × 0.5 × 0.2 m cart, 2 m pole, h 0.01 s) | [`cartpole_loss`], fall rate λ (closed form) |
 //!
-//! Scene controls are plain `fn(t, &State)` (see [`crate::ControlLaw`]), which cannot carry
-//! parameters; each scene documents how its parameters reach its control law.
+//! The benchmark scenes' controls are plain `fn(t, &State)` wrapped in [`crate::ControlLaw`]
+//! and carry no parameters; each scene documents how its parameters reach its control law.
 
 use contactlab_solvers::model::{ContactMaterial, Model, ModelParts};
 

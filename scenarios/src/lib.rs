@@ -24,8 +24,30 @@ pub mod mjcf;
 pub mod recorded;
 pub mod terrain;
 
-/// Open-loop controls: `u(t, state)` returns one value per actuator.
-pub type ControlLaw = fn(t: f64, state: &State) -> Vec<f64>;
+/// Open-loop controls: `u(t, state)` returns one value per actuator (the actuators' own
+/// units: N or N m for motors, m or rad for position targets, m/s or rad/s for velocity
+/// targets). A closure, so that a law can carry data (an MJCF keyframe's `ctrl`, a control
+/// schedule); plain functions wrap with [`ControlLaw::new`].
+#[derive(Clone)]
+pub struct ControlLaw(pub Arc<dyn Fn(f64, &State) -> Vec<f64> + Send + Sync>);
+
+impl ControlLaw {
+    /// Wrap a function or closure `u(t, state)`.
+    pub fn new(f: impl Fn(f64, &State) -> Vec<f64> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The controls at time `t` (s) in `state`.
+    pub fn at(&self, t: f64, state: &State) -> Vec<f64> {
+        (self.0)(t, state)
+    }
+}
+
+impl std::fmt::Debug for ControlLaw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControlLaw(..)")
+    }
+}
 
 /// Observes one run of a scene's task step by step and reports its outcomes (task loss,
 /// success, slip, ...), so that every formulation is judged on the task the same way.
@@ -99,8 +121,8 @@ pub struct AnalyticValue {
 impl Scene {
     /// Controls at time `t` (zeros when the scene has no control law).
     pub fn controls_at(&self, t: f64, state: &State) -> Vec<f64> {
-        match self.controls {
-            Some(f) => f(t, state),
+        match &self.controls {
+            Some(f) => f.at(t, state),
             None => vec![0.0; self.model.actuators.len()],
         }
     }

@@ -725,3 +725,137 @@ fn validation_errors_point_at_the_element_line() {
     .unwrap_err();
     assert_eq!((e.line, e.element.as_str()), (5, "geom"), "{e}");
 }
+
+#[test]
+fn keyframe_ctrl_drives_the_mjcf_scene_as_constant_controls() {
+    // A 2 kg block on a slide, motor force ctrl = 3 N from key 'push': x(t) = F t² / (2 m).
+    let file = fixture("slide_motor_key.xml");
+    let scene = build("mjcf", &json!({"file": file, "key": "push"})).unwrap();
+    assert_eq!(scene.controls_at(0.0, &scene.initial), vec![3.0]);
+    assert_eq!(scene.controls_at(0.7, &scene.initial), vec![3.0]);
+    let still = build("mjcf", &json!({"file": file})).unwrap();
+    assert_eq!(still.controls_at(0.0, &still.initial), vec![0.0]);
+    let mut f = contactlab_solvers::formulation::build("soft_convex", &json!(null)).unwrap();
+    let (h, n) = (1e-3, 500);
+    let mut s = scene.initial.clone();
+    for _ in 0..n {
+        let u = scene.controls_at(s.t, &s);
+        let r = f.step(&scene.model, &mut s, &u, h);
+        assert!(r.diverged.is_none(), "{r:?}");
+    }
+    let t = n as f64 * h;
+    let exact = 3.0 * t * t / (2.0 * 2.0);
+    println!("x({t}) = {} m, closed form {exact} m", s.q[0]);
+    // Semi-implicit Euler is ahead by F h t / (2 m) = 0.2 % at t = 0.5 s.
+    assert!(
+        (s.q[0] - exact).abs() < 3e-3 * exact,
+        "{} vs {exact}",
+        s.q[0]
+    );
+}
+
+#[test]
+fn keyframe_ctrl_of_the_wrong_width_names_file_line_and_key() {
+    let file = fixture("slide_motor_key.xml");
+    let e = load_file(&file, Some("too_wide")).unwrap_err();
+    println!("{e}");
+    assert_eq!(e.kind, MjcfErrorKind::Invalid);
+    assert_eq!((e.line, e.element.as_str()), (17, "key"), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("slide_motor_key.xml:17:"), "{text}");
+    assert!(
+        text.contains("'ctrl' has 2 numbers, the model needs 1"),
+        "{text}"
+    );
+    let e = build("mjcf", &json!({"file": file, "key": "too_wide"})).unwrap_err();
+    assert!(e.to_string().contains("slide_motor_key.xml:17:"), "{e}");
+}
+
+/// The slide block of `slide_motor_key.xml` (2 kg, motor) run for `t_end` with soft_convex at
+/// h = 1 ms under the scene `params`; returns x (m).
+fn slide_block_x(params: serde_json::Value, t_end: f64) -> f64 {
+    let scene = build("mjcf", &params).unwrap_or_else(|e| panic!("{e}"));
+    let mut f = contactlab_solvers::formulation::build("soft_convex", &json!(null)).unwrap();
+    let h = 1e-3;
+    let mut s = scene.initial.clone();
+    for _ in 0..(t_end / h).round() as usize {
+        let u = scene.controls_at(s.t, &s);
+        f.step(&scene.model, &mut s, &u, h);
+    }
+    s.q[0]
+}
+
+#[test]
+fn control_schedule_from_csv_or_list_overrides_the_keyframe_ctrl() {
+    let file = fixture("slide_motor_key.xml");
+    // 3 N for 0.25 s, then nothing: x(0.5) = 3/4 0.25² + (3/2 0.25) 0.25 = 0.140625 m; the key
+    // alone (3 N throughout) would give 0.1875 m. Semi-implicit Euler is ahead by O(h).
+    let exact = 0.75 * 0.25 * 0.25 + 1.5 * 0.25 * 0.25;
+    let csv = slide_block_x(
+        json!({"file": file, "key": "push", "controls": fixture("slide_motor_schedule.csv")}),
+        0.5,
+    );
+    let list = slide_block_x(
+        json!({"file": file, "key": "push", "controls": [[0.0, 3.0], [0.25, 0.0]]}),
+        0.5,
+    );
+    println!("hold: csv {csv} m, list {list} m, closed form {exact} m");
+    assert_eq!(csv, list);
+    assert!((csv - exact).abs() < 1e-2 * exact, "{csv} vs {exact}");
+    // Linear: F = 6 t N, so x = t³/2: 0.0625 m at 0.5 s.
+    let lin = slide_block_x(
+        json!({"file": file, "controls": [[0.0, 0.0], [0.5, 3.0]], "interpolation": "linear"}),
+        0.5,
+    );
+    println!("linear: {lin} m, closed form 0.0625 m");
+    assert!((lin - 0.0625).abs() < 5e-3 * 0.0625, "{lin}");
+}
+
+#[test]
+fn control_schedule_of_wrong_width_or_non_increasing_times_names_file_line_or_key() {
+    let file = fixture("slide_motor_key.xml");
+    let err = |controls: serde_json::Value, extra: &[(&str, &str)]| {
+        let mut p = json!({"file": file, "controls": controls});
+        for (k, v) in extra {
+            p[*k] = json!(v);
+        }
+        let e = build("mjcf", &p).unwrap_err().to_string();
+        println!("{e}");
+        e
+    };
+    let path = |n: &str| fixture(n).display().to_string();
+    let e = err(json!(path("schedule_wrong_width.csv")), &[]);
+    assert!(
+        e.contains(&format!(
+            "{}:3: 3 numbers, expected 2",
+            path("schedule_wrong_width.csv")
+        )),
+        "{e}"
+    );
+    let e = err(json!(path("schedule_time_repeats.csv")), &[]);
+    assert!(
+        e.contains(&format!(
+            "{}:5: time 0.25 s does not increase",
+            path("schedule_time_repeats.csv")
+        )),
+        "{e}"
+    );
+    let e = err(json!(path("schedule_unknown_actuator.csv")), &[]);
+    assert!(
+        e.contains(":1: header") && e.contains("no column 'push_motor'"),
+        "{e}"
+    );
+    let e = err(json!(path("no_such_schedule.csv")), &[]);
+    assert!(
+        e.contains("no_such_schedule.csv") && e.contains("cannot read"),
+        "{e}"
+    );
+    let e = err(json!([[0.0, 1.0], [0.5, 1.0, 2.0]]), &[]);
+    assert!(e.contains("controls[1]: 3 numbers, expected 2"), "{e}");
+    let e = err(json!([[0.0, 1.0], [0.0, 2.0]]), &[]);
+    assert!(e.contains("controls[1]: time 0 s does not increase"), "{e}");
+    let e = err(json!([[0.0, 1.0]]), &[("interpolation", "cubic")]);
+    assert!(e.contains("interpolation") && e.contains("cubic"), "{e}");
+    let e = build("mjcf", &json!({"file": file, "interpolation": "linear"})).unwrap_err();
+    assert!(e.to_string().contains("no 'controls' schedule"), "{e}");
+}

@@ -733,6 +733,20 @@ fn unsupported_or_degenerate_inputs_do_not_panic() {
 /// field, type 1, comes first), gap = (z_c − s·coord)/√(1 + s²) − r.
 #[test]
 fn sphere_above_sloped_height_field() {
+    sphere_on_sloped_height_field(-0.004);
+}
+
+/// The same sphere sunk below the surface, its centre 0.25 m and 1 m under it: still one
+/// contact with the slope's upward normal and gap = −(depth of the lowest point), so a body
+/// that passed the surface is pushed out, not through (parry's two-sided triangles flipped
+/// the normal there, issue #12).
+#[test]
+fn sphere_sunk_below_a_height_field_is_pushed_up_not_through() {
+    sphere_on_sloped_height_field(-0.35);
+    sphere_on_sloped_height_field(-1.1);
+}
+
+fn sphere_on_sloped_height_field(gap: f64) {
     let (nr, nc, sx, sy, s, r) = (5usize, 7usize, 2.0, 1.6, 0.25, 0.1);
     for along_y in [true, false] {
         let heights = nalgebra::DMatrix::from_fn(nr, nc, |i, j| {
@@ -746,7 +760,6 @@ fn sphere_above_sloped_height_field() {
             Vec3::new(-s, 0.0, 1.0)
         };
         let n = slope / (1.0 + s * s).sqrt();
-        let gap = -0.004;
         // Sphere centre at distance r + gap from the surface point (0.13, 0.21, s·coord) along n,
         // inside a cell, away from the cell diagonals.
         let foot = Vec3::new(0.13, 0.21, s * if along_y { 0.21 } else { 0.13 });

@@ -334,7 +334,7 @@ pub const GRASP: SceneEntry = SceneEntry {
             model: m,
             initial,
             horizon: p.horizon.unwrap_or(p.lift_end() + 1.0),
-            controls: Some(grasp_controls),
+            controls: Some(crate::ControlLaw::new(grasp_controls)),
             // The lift raises the gripper and object by LIFT_HEIGHT; servos store spring energy.
             energy_allowance: lifted * 9.81 * LIFT_HEIGHT * 1.5 + 2.0 * p.grip_force * GRIP_DEPTH + 1.0,
             speed_bound: 5.0,

@@ -10,7 +10,9 @@
 //!
 //! **Collider** (`collider`): `trimesh` gives the geom a [`GeomShape::TriangleMesh`] (parry
 //! `TriMesh`), `heightfield` a [`GeomShape::HeightField`] (parry `HeightField`; procedural
-//! terrain only, as it needs a regular grid). Both hold the same triangles for a grid. Either
+//! terrain only, as it needs a regular grid). Both hold the same triangles for a grid, but a
+//! height field's triangles are solids (a wheel sunk past the surface is pushed up,
+//! [`contactlab_solvers::collision::height_field`]) while the mesh's are surfaces. Either
 //! way parry's shape, with its bounding-volume hierarchy, is built once, by
 //! [`contactlab_solvers::Model::new`], and shared by reference count between clones of the
 //! model's collision shapes; each step only queries it (a wheel's bounding box against the
@@ -65,7 +67,8 @@ pub const TERRAIN_GEOM: &str = "terrain";
 pub enum Collider {
     /// parry `TriMesh` ([`GeomShape::TriangleMesh`]): any terrain.
     Trimesh,
-    /// parry `HeightField` ([`GeomShape::HeightField`]): procedural (grid) terrain only.
+    /// parry `HeightField` ([`GeomShape::HeightField`]), its triangles solids
+    /// ([`contactlab_solvers::collision::height_field`]): procedural (grid) terrain only.
     Heightfield,
 }
 

@@ -232,7 +232,7 @@ impl WheeledRobot {
             model,
             initial,
             horizon,
-            controls: Some(full_forward),
+            controls: Some(crate::ControlLaw::new(full_forward)),
             energy_allowance: total * speed * speed + total * 9.81 * climb + 20.0,
             speed_bound: 10.0 * speed.max(1.0),
             analytic: vec![],

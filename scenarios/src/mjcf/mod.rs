@@ -18,7 +18,9 @@
 //! * `<asset>`: `<mesh file|vertex/face scale inertia>` (STL, OBJ) and `<hfield file|elevation>`.
 //! * `<actuator>`: `<motor>`, `<position>`, `<velocity>` on joints.
 //! * `<equality>`: `<connect>`, `<weld>`, `<joint>`; `<contact>`: `<pair>`, `<exclude>`.
-//! * `<keyframe><key name time qpos qvel ctrl>`: the initial state, chosen by name.
+//! * `<keyframe><key name time qpos qvel ctrl>`: the initial state and controls, chosen by name
+//!   (the `mjcf` scene holds `ctrl` as constant controls, [`MjcfParams`]); the `mjcf` scene's
+//!   control schedules (CSV or a list in the experiment) are in [`schedule`].
 //!
 //! Body inertia inferred from geoms follows MuJoCo exactly ([`inertia`]).
 //!
@@ -52,6 +54,7 @@ mod error;
 mod frames;
 pub mod inertia;
 mod scene;
+pub mod schedule;
 pub mod schema;
 
 pub use error::{MjcfError, MjcfErrorKind};

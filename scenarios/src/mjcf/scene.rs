@@ -1,4 +1,5 @@
-//! The `mjcf` scene: any MJCF file as a scene (`{name: mjcf, file: model.xml, key: name}`).
+//! The `mjcf` scene: any MJCF file as a scene (`{name: mjcf, file: model.xml, key: name,
+//! controls: schedule.csv}`).
 
 use std::path::PathBuf;
 
@@ -7,7 +8,8 @@ use contactlab_solvers::formulation::ParamDoc;
 use contactlab_solvers::kinematics::forward_kinematics;
 use serde::{Deserialize, Serialize};
 
-use crate::{Scene, SceneEntry, SceneError};
+use super::schedule::{self, Interpolation};
+use crate::{ControlLaw, Scene, SceneEntry, SceneError};
 
 /// Parameters of the `mjcf` scene.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +23,16 @@ pub struct MjcfParams {
     /// Simulated duration (s). Default 1.
     #[serde(default = "default_horizon")]
     pub horizon: f64,
+    /// Control schedule overriding the keyframe's `ctrl` ([`super::schedule`]): the path of a
+    /// CSV file (header `time,<actuator names>`; a relative path resolves against the working
+    /// directory, like `file`) or a list `[[t, u1, u2, ...], ...]` (values in `<actuator>`
+    /// order). `None`: the keyframe's `ctrl` (or zeros) throughout.
+    #[serde(default)]
+    pub controls: Option<serde_json::Value>,
+    /// How `controls` is interpolated between its rows: `hold` (piecewise constant, the
+    /// default) or `linear`.
+    #[serde(default)]
+    pub interpolation: Interpolation,
 }
 
 fn default_horizon() -> f64 {
@@ -33,8 +45,16 @@ fn default_horizon() -> f64 {
 /// unbounded when the model has actuators (they may add energy); the speed bound is 100 m/s.
 ///
 /// # Errors
-/// Missing `file`, loader errors (with file, line and element), or a keyframe with non-zero
-/// `ctrl` (a scene's controls are a plain function and cannot carry the key's constants).
+/// Missing `file`, loader errors (with file, line and element; among them a keyframe `ctrl`
+/// whose width is not the number of actuators), `interpolation` without `controls`, or a bad
+/// schedule (wrong width, non-increasing times: the CSV file and line, or `controls[i]`).
+///
+/// # Controls
+/// With `controls`, the schedule ([`super::schedule`]), whatever the keyframe sets; else with
+/// `key`, the keyframe's `ctrl` (one value per actuator, in `<actuator>` order, in the
+/// actuator's units: N or N m for a motor, the target position for a position servo, the
+/// target velocity for a velocity servo) holds as constant controls for the whole run, as
+/// MuJoCo's `mj_resetDataKeyframe` leaves `data.ctrl`; without a key the controls are zero.
 pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     let name = "mjcf";
     let bad = |message: String| SceneError::BadParams {
@@ -44,7 +64,16 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     if v.is_null() {
         return Err(bad("parameter 'file' is required".into()));
     }
-    let p: MjcfParams = serde_json::from_value(v.clone()).map_err(|e| bad(e.to_string()))?;
+    // serde_path_to_error names the key of a wrong value ("interpolation: unknown variant").
+    let p: MjcfParams = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        bad(if path.is_empty() || path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        })
+    })?;
     if !(p.horizon.is_finite() && p.horizon > 0.0) {
         return Err(bad(format!(
             "horizon = {} must be finite and > 0",
@@ -52,12 +81,35 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         )));
     }
     let loaded = super::load_file(&p.file, p.key.as_deref()).map_err(|e| bad(e.to_string()))?;
-    if loaded.ctrl.iter().any(|c| *c != 0.0) {
-        return Err(bad(format!(
-            "keyframe '{}' sets non-zero ctrl, which the scene's control law cannot carry; use a key without ctrl",
-            p.key.unwrap_or_default()
-        )));
-    }
+    let names: Vec<String> = loaded
+        .model
+        .actuators
+        .iter()
+        .map(|a| a.name.clone())
+        .collect();
+    let schedule = match &p.controls {
+        None => {
+            if p.interpolation != Interpolation::default() {
+                return Err(bad(
+                    "interpolation is set but there is no 'controls' schedule for it to act on"
+                        .into(),
+                ));
+            }
+            None
+        }
+        Some(serde_json::Value::String(path)) => Some(
+            schedule::from_csv(std::path::Path::new(path), &names, p.interpolation).map_err(bad)?,
+        ),
+        Some(v) => Some(schedule::from_list(v, &names, p.interpolation).map_err(bad)?),
+    };
+    let controls = if let Some(s) = schedule {
+        Some(ControlLaw::new(move |t, _| s.at(t)))
+    } else if loaded.ctrl.iter().any(|c| *c != 0.0) {
+        let ctrl = loaded.ctrl.clone();
+        Some(ControlLaw::new(move |_, _| ctrl.clone()))
+    } else {
+        None
+    };
     let model = loaded.model;
     let kin = forward_kinematics(&model, &loaded.initial.q);
     let energy = kinetic_energy(&mass_matrix(&model, &kin), &loaded.initial.v)
@@ -71,7 +123,7 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         model,
         initial: loaded.initial,
         horizon: p.horizon,
-        controls: None,
+        controls,
         energy_allowance,
         speed_bound: 100.0,
         analytic: vec![],
@@ -83,11 +135,13 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
 /// Registry entry of the `mjcf` scene.
 pub const MJCF: SceneEntry = SceneEntry {
     name: "mjcf",
-    description: "any MuJoCo MJCF file (see contactlab_scenarios::mjcf for what is supported); initial state from a keyframe",
+    description: "any MuJoCo MJCF file (see contactlab_scenarios::mjcf for what is supported); initial state and constant controls from a keyframe",
     params: &[
         ParamDoc { name: "file", default: "(required)", unit: "-", doc: "path of the MJCF file" },
-        ParamDoc { name: "key", default: "(none: qpos0 at rest)", unit: "-", doc: "keyframe name giving the initial state" },
+        ParamDoc { name: "key", default: "(none: qpos0 at rest)", unit: "-", doc: "keyframe name giving the initial state and constant controls (its ctrl)" },
         ParamDoc { name: "horizon", default: "1.0", unit: "s", doc: "simulated duration" },
+        ParamDoc { name: "controls", default: "(none: the key's ctrl)", unit: "-", doc: "control schedule overriding the key's ctrl: a CSV file (header time,<actuator names>) or a list [[t, u1, ...], ...]" },
+        ParamDoc { name: "interpolation", default: "hold", unit: "-", doc: "controls between rows: hold (piecewise constant) or linear" },
     ],
     build,
 };

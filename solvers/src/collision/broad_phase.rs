@@ -9,7 +9,8 @@
 //!   do not collide (a body does collide with the world);
 //! * plane-plane: MuJoCo has no collision function for it;
 //! * bounding boxes (parry's world AABBs) more than `margin + gap` of the mixed material apart
-//!   do not collide; a plane (infinite) is tested against the other geom's AABB instead.
+//!   do not collide; a plane (infinite) is tested against the other geom's AABB instead, and a
+//!   height field's box reaches [`super::height_field::SOLID_DEPTH`] below it (it is a solid).
 //!
 //! Each pair is ordered MuJoCo's way: lower [`type_rank`] first, ties by geom index. Pairs are
 //! listed by increasing (lower index, higher index), so contacts come out in a fixed order.
@@ -106,12 +107,9 @@ pub fn bounds_overlap(model: &Model, kin: &Kinematics, g1: usize, g2: usize, dis
             !(h > d)
         }
         (false, false) => {
-            let a = shapes[g1]
-                .shape
-                .compute_aabb(&shape_pose(kin, &shapes[g1], g1));
-            let b = shapes[g2]
-                .shape
-                .compute_aabb(&shape_pose(kin, &shapes[g2], g2));
+            // A height field is a solid below its surface (super::height_field).
+            let a = super::height_field::solid_aabb(model, kin, g1);
+            let b = super::height_field::solid_aabb(model, kin, g2);
             (0..3).all(|k| !(a.mins[k] - d > b.maxs[k] || b.mins[k] - d > a.maxs[k]))
         }
     }

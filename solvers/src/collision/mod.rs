@@ -11,13 +11,15 @@
 //!
 //! Pieces, one file each: [`shapes`] (GeomShape → parry shapes, built once in
 //! [`crate::model::Model::new`]), [`broad_phase`] (filters, pair order, bounding boxes),
-//! [`narrow_phase`] (parry manifolds → contacts), [`frame`] (`mju_makeFrame`), [`mixing`]
+//! [`narrow_phase`] (parry manifolds → contacts), [`height_field`] (height fields as solids),
+//! [`frame`] (`mju_makeFrame`), [`mixing`]
 //! (material mixing).
 
 use nalgebra::Matrix3;
 
 pub mod broad_phase;
 pub mod frame;
+pub mod height_field;
 pub mod mixing;
 pub mod narrow_phase;
 pub mod plane_primitives;

@@ -26,7 +26,9 @@
 //!   MuJoCo's `mjc_PlaneCylinder` instead reports the deepest rim point, two more rim points at
 //!   ±120° and the opposite point (up to 4); the support polygon and the gaps of a standing or
 //!   lying cylinder agree, the point locations on the cap do not.
-//! * sphere–mesh: parry's composite manifolds (one per triangle in reach).
+//! * sphere–mesh: parry's composite manifolds (one per triangle in reach); a triangle mesh is a
+//!   surface, so a body whose centre passes below it is pushed through (height fields are not,
+//!   [`super::height_field`]).
 //!
 //! A point within [`DUPLICATE_DISTANCE`] of a point already reported for the same pair, with
 //! the same normal, is dropped (the deeper one is kept): parry's polygon clipping can emit a
@@ -35,7 +37,10 @@
 //! a soft contact, a singular Delassus block for hard contact).
 //!
 //! Plane–sphere and plane–box are the exception: they use MuJoCo's own formulas and order of
-//! operations ([`super::plane_primitives`] explains why).
+//! operations ([`super::plane_primitives`] explains why). Height fields are the other
+//! exception: each triangle is a solid, collided as a plane over its prism
+//! ([`super::height_field`]), since parry's two-sided triangles flip the normal of a body that
+//! sinks past the surface.
 //!
 //! A pair parry does not support (e.g. height field–height field) gives no contacts; it is not
 //! an error.
@@ -67,7 +72,9 @@ pub fn collide_pair(
     material: &MixedMaterial,
     out: &mut Vec<Contact>,
 ) {
-    if mujoco_plane_pair(model, kin, g0, g1, material, out) {
+    if mujoco_plane_pair(model, kin, g0, g1, material, out)
+        || super::height_field::height_field_pair(model, kin, g0, g1, material, out)
+    {
         return;
     }
     let (s0, s1) = (&model.collision_shapes[g0], &model.collision_shapes[g1]);

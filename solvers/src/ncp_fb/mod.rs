@@ -23,6 +23,20 @@
 //! (n, t1, t2) (torsional and rolling rows are not modelled: condim 4 and 6 act as 3). Smooth
 //! forces `f_s = passive − bias + motors` at (q⁻, u⁻) ([`NcpFb::assemble`]).
 //!
+//! # Degenerate rows
+//!
+//! A contact row whose Jacobian is zero (max-norm below [`ZERO_ROW`]) is one that no dof can
+//! move: its inverse weight is 0, its impulse acts on nothing, and its residual row is constant
+//! in `u` and (through w = 0) in `p`. Such rows made the Schur complement singular: two pads on
+//! slide joints along x, 8 mm apart around a pinched capsule, are a contact within the 1 cm
+//! detection margin whose normal is x and whose tangents (y, z) no slide can move: w_t = 0, the
+//! friction rows are `w_t p_f = 0` at p = 0 (and σ = w_t/(w_t + W) = 0/0 once μ p_n > 0), so the
+//! first Newton direction was non-finite on every step, Newton made 0 iterations, the zero
+//! impulses let the capsule fall 44 m in 3 s (issue #12). So a contact's friction rows are
+//! dropped when both tangent rows are zero (the contact is frictionless: no tangential impulse
+//! could act), and a contact whose normal row is zero gets no rows at all (and no record: it
+//! cannot exert force). This changes nothing physical.
+//!
 //! # Impulses
 //!
 //! The constraint unknowns are **impulses** `p = h λ` (N s, N m s for rotational limits). The
@@ -86,6 +100,16 @@
 //! `ncp_tolerance` with no penetration of the linearized gaps beyond `tolerance·h` and the
 //! servo and equality rows below `tolerance` (§7.5: with coplanar sticking contacts ‖r‖ can
 //! plateau while the state is exact).
+//!
+//! # Failed steps
+//!
+//! A step whose first iteration cannot produce a finite iterate (the Newton system is singular
+//! or non-finite, PCR returns a non-finite direction, or every line-search trial is
+//! non-finite) has no solution: the zero start impulses would let bodies fall through what
+//! holds them. Such a step is reported as diverged (`StepReport::diverged` names the time and
+//! the reason, [`solve::Solution::failure`]), with the state left at the start of the step;
+//! the harness records the run as diverged with that reason. A failure at a later iteration
+//! keeps the best iterate so far and is an unconverged step.
 //!
 //! # Adjoint
 //!
@@ -266,16 +290,22 @@ impl NcpFb {
             detect_with_margin(model, &kin, self.params.detection_margin)
         };
         for (ci, c) in contacts.iter().enumerate() {
-            let friction = c.material.condim >= 3;
-            let condim = if friction { 3 } else { 1 };
+            let condim = if c.material.condim >= 3 { 3 } else { 1 };
+            let mut jac: Vec<DVector<f64>> = contact_rows(
+                model, &kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
+            )
+            .into_iter()
+            .map(|r| r.jac)
+            .collect();
+            // Rows no dof can move (module doc, "Degenerate rows"): a contact whose normal row
+            // is zero gets no rows; friction rows that are both zero are dropped.
+            if is_zero_row(&jac[0]) {
+                continue;
+            }
+            let friction = condim == 3 && !(is_zero_row(&jac[1]) && is_zero_row(&jac[2]));
+            jac.truncate(if friction { 3 } else { 1 });
             let row = rows.len();
-            rows.extend(
-                contact_rows(
-                    model, &kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
-                )
-                .into_iter()
-                .map(|r| r.jac),
-            );
+            rows.extend(jac);
             let block = Block::Contact {
                 row,
                 friction,
@@ -399,6 +429,25 @@ impl NcpFb {
             }
         };
         let sol = solve::solve(&asm.problem, &self.settings(), &asm.pair_of_block());
+        if let Some(why) = &sol.failure {
+            // No iterate at all: the zero impulses are not a solution. A failed step, the state
+            // left at the start of the step (module doc, "Failed steps").
+            let report = StepReport {
+                iterations: 0,
+                residual: sol.residual,
+                converged: false,
+                best_iterate: 0,
+                diverged: Some(format!("ncp_fb step failed at t = {:.6} s: {why}", state.t)),
+                contacts: asm.records(model, &sol),
+            };
+            return (
+                report,
+                Some(StepDetail {
+                    problem: asm.problem,
+                    solution: sol,
+                }),
+            );
+        }
 
         state.v.copy_from(&sol.u);
         integrate_positions(model, &mut state.q, &sol.u, h);
@@ -421,6 +470,15 @@ impl NcpFb {
             }),
         )
     }
+}
+
+/// A constraint Jacobian row below this in max-norm (m/s per unit dof velocity: m/s per m/s or
+/// per rad/s, a lever arm in m) counts as zero: no dof moves the contact along it.
+pub const ZERO_ROW: f64 = 1e-12;
+
+/// Whether a Jacobian row is zero in the sense of [`ZERO_ROW`].
+fn is_zero_row(jac: &DVector<f64>) -> bool {
+    jac.amax() <= ZERO_ROW
 }
 
 /// One step's assembled problem with the contacts its blocks came from.

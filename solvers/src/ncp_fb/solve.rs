@@ -68,6 +68,11 @@ pub struct Solution {
     pub ncp: f64,
     /// Whether the stopping test was met.
     pub converged: bool,
+    /// Why no iterate could be produced, when the first iteration already failed (no finite
+    /// Newton direction, or no finite trial point in the line search): the returned `p` is
+    /// then the start p = 0 and carries no solution. `None` whenever `iterations ≥ 1` or the
+    /// problem has no rows. [`super::NcpFb::step`] turns it into a failed step.
+    pub failure: Option<String>,
 }
 
 /// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0). `pair_of_block[b]` is the body
@@ -87,11 +92,14 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
             residual: 0.0,
             ncp: 0.0,
             converged: true,
+            failure: None,
         };
     }
     let reg = pb.regularization(s.regularization, s.friction_regularization);
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
+    // Why the loop stopped early, if it did (kept for the report when no iteration ran).
+    let mut stop: Option<String> = None;
     for k in 0..s.iterations {
         let dense_direction = |mode: Friction| -> Option<(DVector<f64>, f64)> {
             let lin = pb.linearize(&u, &p, mode);
@@ -112,12 +120,22 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
         let (dp, theta0) = match s.linear_solver {
             LinearSolver::Dense => match dense_direction(Friction::Exact) {
                 Some(d) => d,
-                None => break,
+                None => {
+                    stop = Some(format!(
+                        "no finite Newton direction at iteration {} (the {nl} x {nl} Schur complement is singular or non-finite)",
+                        k + 1
+                    ));
+                    break;
+                }
             },
             LinearSolver::Pcr => {
                 let sys = SchurSystem::new(pb, &u, &p, &reg, s.preconditioner, pair_of_block);
                 let (dp, _) = pcr(&sys, &sys.rhs, s.pcr_iterations, s.pcr_tolerance, 0.0);
                 if !dp.iter().all(|x| x.is_finite()) {
+                    stop = Some(format!(
+                        "PCR gave a non-finite Newton direction at iteration {}",
+                        k + 1
+                    ));
                     break;
                 }
                 (dp, constraint_residual(&u, &p).norm_squared())
@@ -154,7 +172,13 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 }
             }
         }
-        let Some((_, pt)) = chosen else { break };
+        let Some((_, pt)) = chosen else {
+            stop = Some(format!(
+                "no finite trial point in the line search at iteration {}",
+                k + 1
+            ));
+            break;
+        };
         p = pt;
         u = velocity(&p);
         iterations = k + 1;
@@ -176,6 +200,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
             residual,
             ncp,
             converged,
+            failure: None,
         };
         if converged {
             return current;
@@ -200,7 +225,70 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 residual,
                 ncp,
                 converged: false,
+                failure: if iterations == 0 { stop } else { None },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ncp_fb::residual::Block;
+    use nalgebra::DMatrix;
+
+    fn settings() -> Settings {
+        crate::ncp_fb::NcpFb::new(Default::default())
+            .unwrap()
+            .settings()
+    }
+
+    /// One dof (unit mass) and one frictionless contact row `J = [jn]`, gap −1 mm, the body
+    /// approaching at 1 m/s.
+    fn one_contact(jn: f64, u_free: f64) -> Problem {
+        let j = DMatrix::from_element(1, 1, jn);
+        Problem {
+            h: 1e-3,
+            minv_jt: j.transpose(),
+            j,
+            u_free: DVector::from_element(1, u_free),
+            blocks: vec![Block::Contact {
+                row: 0,
+                friction: false,
+                mu: 0.0,
+                gap: -1e-3,
+                wn: jn * jn,
+                wt: 0.0,
+            }],
+            eps_fb: 1e-8,
+            eps_v: 1e-6,
+        }
+    }
+
+    #[test]
+    fn non_finite_newton_direction_is_reported_not_swallowed() {
+        // A contact row no dof can move (J = 0): the Schur complement is the 1 x 1 zero
+        // matrix, so there is no Newton direction at all.
+        let sol = solve(&one_contact(0.0, -1.0), &settings(), &[]);
+        println!("{:?}", sol.failure);
+        assert_eq!((sol.iterations, sol.converged), (0, false));
+        let why = sol
+            .failure
+            .expect("a singular first system must be reported");
+        assert!(
+            why.contains("no finite Newton direction at iteration 1"),
+            "{why}"
+        );
+        // A non-finite free velocity: the right-hand side is NaN.
+        let sol = solve(&one_contact(1.0, f64::NAN), &settings(), &[]);
+        assert!(sol.failure.is_some() && sol.iterations == 0, "{sol:?}");
+        // The same contact with J = 1 solves: the impulse stops the approach and pushes the
+        // 1 mm penetration out within the step (u = +1 mm / h = 1 m/s), p = 2 N s.
+        let sol = solve(&one_contact(1.0, -1.0), &settings(), &[]);
+        assert!(sol.failure.is_none() && sol.converged, "{sol:?}");
+        assert!(
+            (sol.u[0] - 1.0).abs() < 1e-6 && (sol.p[0] - 2.0).abs() < 1e-6,
+            "{sol:?}"
+        );
     }
 }
