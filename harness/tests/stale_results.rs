@@ -511,6 +511,15 @@ fn every_file_a_scene_reads_is_in_its_inputs() {
             models.join("cube.obj")
         ]
     );
+    let keyed = models.join("slide_motor_key.xml");
+    let schedule = models.join("slide_motor_schedule.csv");
+    assert_eq!(
+        inputs(
+            "mjcf",
+            json!({ "file": keyed, "key": "push", "controls": schedule })
+        ),
+        [keyed.clone(), schedule.clone()]
+    );
     let toss = contactlab_scenarios::benchmark::cube_toss::default_toss_dir().join("toss_007.csv");
     assert_eq!(inputs("cube_toss", json!({ "toss": 7 })), [toss]);
     let tmp = tempfile::tempdir().unwrap();

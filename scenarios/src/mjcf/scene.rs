@@ -110,6 +110,11 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
     } else {
         None
     };
+    // The schedule CSV is an input file of the cell like the model (its digest enters the id).
+    let mut inputs = loaded.files;
+    if let Some(serde_json::Value::String(path)) = &p.controls {
+        inputs.push(std::path::PathBuf::from(path));
+    }
     let model = loaded.model;
     let kin = forward_kinematics(&model, &loaded.initial.q);
     let energy = kinetic_energy(&mass_matrix(&model, &kin), &loaded.initial.v)
@@ -128,7 +133,7 @@ pub fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         speed_bound: 100.0,
         analytic: vec![],
         task: None,
-        inputs: loaded.files,
+        inputs,
     })
 }
 
