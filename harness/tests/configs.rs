@@ -9,7 +9,16 @@ use contactlab_harness::sweep::plan;
 
 #[test]
 fn every_config_file_parses_and_plans() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // configs/cube_toss.yaml's scene finds its tosses at run time: under `data/` of the
+    // working directory (the repository root for the README's commands; here the crate
+    // folder), or through CONTACTLAB_DATA. Point that at the repository's data. Safe: this
+    // binary's only test, so no other thread reads the environment.
+    std::env::set_var(
+        contactlab_scenarios::data_dir::DATA_ENV,
+        repo.join(contactlab_scenarios::data_dir::DEFAULT_DATA_DIR),
+    );
+    let dir = repo.join("configs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

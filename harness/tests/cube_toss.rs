@@ -120,7 +120,8 @@ fn recorded_metric_on_a_two_sample_toss_has_the_closed_form_answer() {
 #[test]
 fn a_real_toss_with_soft_convex_stays_within_its_measured_error() {
     let catalog = Catalog::builtin();
-    let params = serde_json::json!({"toss": 1});
+    let tosses = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/cube_toss");
+    let params = serde_json::json!({"toss": 1, "dir": tosses});
     let scene = catalog.build_scene("cube_toss", &params).unwrap();
     let reference = recorded_toss(&params, None).unwrap();
     let mut f = catalog

@@ -1,6 +1,6 @@
 //! Criterion benchmarks of one soft_convex step (issue: soft_convex, "Speed"): box_drop in
 //! flight, at impact and at rest, cartpole, and 64 box_drop worlds stepped on 2 threads.
-//! Compare with MuJoCo's steps per second in `shared/reference/perf/mujoco_perf.json`
+//! Compare with MuJoCo's steps per second in `scenarios/tests/reference/perf/mujoco_perf.json`
 //! (box_drop 271k one thread, 501k for 64 worlds on two threads; cartpole 572k).
 //!
 //! Run: `cargo bench -p contactlab-scenarios --bench soft_convex_step`.

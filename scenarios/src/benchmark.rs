@@ -6,7 +6,7 @@
 //! | `box_traversal` | 106 kg three-wheeled robot (velocity-servo wheels, r 0.35 m) drives over a 0.74 x 1.15 x 0.12 m box, μ 0.8, target (3, 0) m, 6 s | [`box_traversal_loss`], [`box_traversal_success`] |
 //! | `mesh_terrain` | the same robot on procedural terrain (seeded sine-product layers, 80 x 80 cells over 24 x 24 m, 12,800 triangles, \|h\| ≤ 0.3 m) or an OBJ/STL mesh; parry TriMesh or HeightField collider; target (5, 0) m, 10 s | [`mesh_terrain_loss`], [`mesh_terrain_success`] |
 //! | `grasp` | parallel-jaw gripper (position servos) closes on a 0.3 kg box on a table with 10 N per finger, lifts it 0.2 m at 0.2 m/s, holds to 2.5 s | [`GraspMonitor`]: slip, held, peak penetration, finger forces |
-//! | `cube_toss` | the real 0.1048 m, 0.37 kg cube of `shared/data/cube_toss` tossed onto a table from a recording's first state, μ 0.18 | error against the recording (harness `recorded` reference) |
+//! | `cube_toss` | the real 0.1048 m, 0.37 kg cube of `data/cube_toss` tossed onto a table from a recording's first state, μ 0.18 | error against the recording (harness `recorded` reference) |
 //! | `cartpole_task`, `cartpole_task_ostrich` | cart-pole with a ±30 N cart motor; balance from 0.2 rad or swing up; Ostrich sizes (0.3 × 0.5 × 0.2 m cart, 2 m pole, h 0.01 s) | [`cartpole_loss`], fall rate λ (closed form) |
 //!
 //! The benchmark scenes' controls are plain `fn(t, &State)` wrapped in [`crate::ControlLaw`]

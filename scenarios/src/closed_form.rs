@@ -1,6 +1,6 @@
 //! Closed-form scenes: small models whose answers are known analytically, with the defaults of
-//! `shared/reference/README.md` (and the MJCF in `shared/reference/scenes/`) so that the same
-//! scenes compare with MuJoCo's trajectories.
+//! `scenarios/tests/reference/README.md` (and the MJCF in `scenarios/tests/reference/scenes/`)
+//! so that the same scenes compare with MuJoCo's trajectories.
 //!
 //! | scene | setup (defaults) | closed form |
 //! |---|---|---|

@@ -5,8 +5,9 @@
 //! uses to judge stability (DESIGN.md, "Scene" and "Measurements").
 //!
 //! Parameters come from the experiment file as a JSON object (the harness converts YAML);
-//! unknown keys are errors. Defaults reproduce `shared/reference/README.md` so the same scenes
-//! can be compared with MuJoCo's trajectories.
+//! unknown keys are errors. Defaults reproduce the MuJoCo reference scenes
+//! (`scenarios/tests/reference/README.md`) so the same scenes can be compared with MuJoCo's
+//! trajectories. Run-time data (the cube tosses) is found through [`data_dir`].
 
 #![deny(missing_docs)]
 
@@ -18,6 +19,7 @@ use contactlab_solvers::{Model, ModelError, State, StepReport};
 
 pub mod benchmark;
 pub mod closed_form;
+pub mod data_dir;
 pub mod gradcheck;
 pub mod mesh_file;
 pub mod mjcf;

@@ -1,4 +1,4 @@
-//! Readers of recorded real data: the cube tosses of `shared/data/cube_toss/` (see its
+//! Readers of recorded real data: the cube tosses of `data/cube_toss/` (see its
 //! README; ContactNets' processed toss set, Pfrommer, Halm and Posa, CoRL 2020).
 //!
 //! One toss is one CSV file `toss_NNN.csv` with the header

@@ -96,7 +96,14 @@ fn box_traversal_penalty_crosses_the_box() {
 fn every_benchmark_scene_runs_with_every_formulation() {
     assert!(!ENTRIES.is_empty());
     for entry in ENTRIES {
-        let scene = build(entry.name, &Value::Null).unwrap();
+        // cube_toss reads its tosses from the repository's data/ (tests run in the crate
+        // folder, where the default `data/` under the working directory does not exist).
+        let params = if entry.name == "cube_toss" {
+            json!({"dir": concat!(env!("CARGO_MANIFEST_DIR"), "/../data/cube_toss")})
+        } else {
+            Value::Null
+        };
+        let scene = build(entry.name, &params).unwrap();
         assert!(
             contactlab_scenarios::find(entry.name).is_ok(),
             "{} not registered",

@@ -1,5 +1,5 @@
-//! Every MJCF in `shared/reference/scenes` loads, and the model quantities MuJoCo 4.0.1
-//! compiled for it (`shared/reference/refs/<scene>.model.json`) match to 1e-10: body masses,
+//! Every MJCF in `scenarios/tests/reference/scenes` loads, and the model quantities MuJoCo 4.0.1
+//! compiled for it (`scenarios/tests/reference/refs/<scene>.model.json`) match to 1e-10: body masses,
 //! inertias and inertial frames, geom sizes and contact parameters, joint data, options, and
 //! the mass matrix and bias forces at the reference's initial state and first constrained step.
 
@@ -17,7 +17,7 @@ use serde_json::Value;
 const TOL: f64 = 1e-10;
 
 fn reference_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference")
 }
 
 fn vector(v: &Value) -> DVector<f64> {

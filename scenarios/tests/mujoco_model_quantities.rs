@@ -1,5 +1,5 @@
 //! The closed-form scene builders against the model quantities MuJoCo 4.0.1 compiled for the
-//! same scenes (`shared/reference/refs/<scene>.model.json`): masses, inertias, the mass matrix
+//! same scenes (`scenarios/tests/reference/refs/<scene>.model.json`): masses, inertias, the mass matrix
 //! and the bias forces at the initial state and at the first constrained step.
 
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 fn reference(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/refs")
+        .join("tests/reference/refs")
         .join(format!("{name}.model.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

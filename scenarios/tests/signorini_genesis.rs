@@ -1,4 +1,4 @@
-//! signorini against Genesis' own signorini trajectories (`shared/reference/genesis/`,
+//! signorini against Genesis' own signorini trajectories (`scenarios/tests/reference/genesis/`,
 //! genesis-world 1.4.5, float64; options in its README: elliptic, Newton, Euler, 100 iterations,
 //! tolerance 1e-10, impratio 1, h = 2 ms), and its physical guarantees.
 
@@ -11,14 +11,14 @@ use contactlab_solvers::{Model, State};
 
 const H: f64 = 0.002;
 
-fn shared(rel: &str) -> PathBuf {
+fn reference(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
+        .join("tests/reference")
         .join(rel)
 }
 
 fn rows(file: &str) -> Vec<Vec<f64>> {
-    let text = std::fs::read_to_string(shared(&format!("reference/genesis/{file}"))).unwrap();
+    let text = std::fs::read_to_string(reference(&format!("genesis/{file}"))).unwrap();
     text.lines()
         .skip(1)
         .filter(|l| !l.is_empty())
@@ -60,19 +60,19 @@ fn compare(model: &Model, reference: &[Vec<f64>], start: usize) -> f64 {
 fn reproduces_genesis_signorini_trajectories() {
     for (xml, csv) in [
         (
-            "reference/scenes/box_slide_elliptic.xml",
+            "scenes/box_slide_elliptic.xml",
             "box_slide_elliptic_signorini_mjlike.csv",
         ),
         (
-            "reference/genesis/scenes/box_incline_mu0p30_elliptic.xml",
+            "genesis/scenes/box_incline_mu0p30_elliptic.xml",
             "box_incline_mu0p30_signorini_mjlike.csv",
         ),
         (
-            "reference/scenes/box_incline_mu0p40_elliptic.xml",
+            "scenes/box_incline_mu0p40_elliptic.xml",
             "box_incline_mu0p40_elliptic_signorini_mjlike.csv",
         ),
     ] {
-        let m = load_file(shared(xml), None).unwrap();
+        let m = load_file(reference(xml), None).unwrap();
         let err = compare(&m.model, &rows(csv), 0);
         println!("{csv}: max |qpos error| {err:.3e}");
         assert!(err <= 1e-6, "{csv}: {err:e}");
@@ -86,11 +86,7 @@ fn reproduces_genesis_signorini_trajectories() {
 /// row 1, after which both see the same contact.
 #[test]
 fn reproduces_genesis_sphere_roll_from_its_first_contact_step() {
-    let m = load_file(
-        shared("reference/genesis/scenes/sphere_roll_elliptic.xml"),
-        None,
-    )
-    .unwrap();
+    let m = load_file(reference("genesis/scenes/sphere_roll_elliptic.xml"), None).unwrap();
     let err = compare(&m.model, &rows("sphere_roll_signorini_mjlike.csv"), 1);
     println!("sphere_roll (from row 1): max |qpos error| {err:.3e}");
     assert!(err <= 1e-6, "{err:e}");

@@ -102,7 +102,7 @@ fn friction_stays_in_the_disc_and_slides_on_its_boundary_against_the_slip() {
     }
 }
 
-/// The elliptic resting penetration of the cube on its four corners (shared/reference README):
+/// The elliptic resting penetration of the cube on its four corners (scenarios/tests/reference/README.md):
 /// r = (1 − d) g / (4 d² K), K = 1/(dmax² tc²), d = d(r) from the default solimp.
 fn elliptic_rest_penetration() -> f64 {
     use contactlab_solvers::soft_convex::impedance::{impedance, reference_coefficients};

@@ -1,4 +1,4 @@
-//! soft_convex against MuJoCo 4.0.1's own trajectories (`shared/reference/refs/*.csv`), on the
+//! soft_convex against MuJoCo 4.0.1's own trajectories (`scenarios/tests/reference/refs/*.csv`), on the
 //! scenes built by the scene builders with the reference defaults.
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ struct Reference {
 
 fn reference(name: &str) -> Reference {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/refs")
+        .join("tests/reference/refs")
         .join(format!("{name}.csv"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
@@ -225,7 +225,7 @@ fn newton_and_cg_reach_the_same_accelerations() {
 /// model's own options (cone, solver, tolerances), reproduces MuJoCo's trajectory.
 #[test]
 fn every_reference_xml_reproduces_mujoco() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/scenes");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/scenes");
     for (name, duration) in [
         ("box_slide", 1.0),
         ("box_slide_elliptic", 1.0),

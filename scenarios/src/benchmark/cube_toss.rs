@@ -1,4 +1,4 @@
-//! `cube_toss`: the real cube of `shared/data/cube_toss/` (450 recorded tosses onto a table,
+//! `cube_toss`: the real cube of `data/cube_toss/` (450 recorded tosses onto a table,
 //! ContactNets' processed set; see its README) as a free body on a plane, started from the
 //! first recorded state of one toss. The recording is the reference trajectory (the harness's
 //! `recorded` reference), so formulations are scored against reality.
@@ -15,12 +15,13 @@
 //! in the table frame and its angular velocity in the body frame, which is exactly the free
 //! joint's qvel convention (world linear, body-frame angular; `solvers/src/kinematics.rs`).
 //!
-//! **Parameters.** `dir` (folder of `toss_NNN.csv` files; default [`default_toss_dir`], the
-//! shared data folder beside the repository; a relative path resolves against the working
-//! directory, like the `mjcf` scene's `file`), `toss` (a number N for `toss_NNN.csv` or a file
-//! stem; `all` is expanded by the harness into one cell per toss, see [`expand`]), `friction`
-//! (sliding, nominal 0.18 from upstream), `table_height`, the penalty material `ke`, `kd`,
-//! `kf`, and `horizon` (default: the recording's duration).
+//! **Parameters.** `dir` (folder of `toss_NNN.csv` files; default [`default_toss_dir`]:
+//! `$CONTACTLAB_DATA/cube_toss` if that variable is set, else `data/cube_toss` under the
+//! working directory, resolved at run time by [`crate::data_dir`]; a relative `dir` resolves
+//! against the working directory, like the `mjcf` scene's `file`), `toss` (a number N for
+//! `toss_NNN.csv` or a file stem; `all` is expanded by the harness into one cell per toss, see
+//! [`expand`]), `friction` (sliding, nominal 0.18 from upstream), `table_height`, the penalty
+//! material `ke`, `kd`, `kf`, and `horizon` (default: the recording's duration).
 //!
 //! **Penalty material.** ke = 1e5 N/m, kd = 100 N s/m, kf = 200 N s/m as in the closed-form
 //! cube scenes. The 0.37 kg cube on four corners has `h sqrt(4 ke / m)` = 0.70 at
@@ -51,19 +52,28 @@ pub const SAMPLE_DT_S: f64 = 1.0 / 148.0;
 pub const NOMINAL_FRICTION: f64 = 0.18;
 const SCENE: &str = "cube_toss";
 
-/// The default toss folder: `shared/data/cube_toss` beside the repository, found from this
-/// crate's source folder at build time (`CARGO_MANIFEST_DIR/../../shared/data/cube_toss`, the
-/// way the tests find `shared/`).
-pub fn default_toss_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cube_toss")
+/// The sub-folder of the data root that holds the tosses.
+pub const TOSS_DATA_SUBDIR: &str = "cube_toss";
+
+/// The default toss folder, resolved at run time ([`crate::data_dir::data_subdir`]):
+/// `$CONTACTLAB_DATA/cube_toss` when `CONTACTLAB_DATA` is set (and then only there), else
+/// `data/cube_toss` under the working directory (the repository's `data/cube_toss/` when run
+/// from the repository root). Absolute.
+///
+/// # Errors
+/// [`SceneError::BadParams`] naming the path tried, the variable and the `dir` parameter when
+/// that folder does not exist.
+pub fn default_toss_dir() -> Result<PathBuf, SceneError> {
+    crate::data_dir::data_subdir(TOSS_DATA_SUBDIR)
+        .map_err(|e| bad(SCENE, format!("{e} (the scene's `dir` parameter)")))
 }
 
 /// Parameters of `cube_toss`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CubeTossParams {
-    /// Folder of `toss_NNN.csv` files; `None`: [`default_toss_dir`]. Relative paths resolve
-    /// against the working directory.
+    /// Folder of `toss_NNN.csv` files; `None`: [`default_toss_dir`] (resolved at run time).
+    /// Relative paths resolve against the working directory.
     pub dir: Option<PathBuf>,
     /// The toss: a number N (`toss_NNN.csv`) or a file stem (`"toss_001"`). The value `"all"`
     /// is only meaningful in an experiment file, where the harness expands it ([`expand`]).
@@ -98,16 +108,23 @@ impl Default for CubeTossParams {
 }
 
 impl CubeTossParams {
-    /// The toss folder: `dir`, or [`default_toss_dir`].
-    pub fn toss_dir(&self) -> PathBuf {
-        self.dir.clone().unwrap_or_else(default_toss_dir)
+    /// The toss folder: `dir` as given, or [`default_toss_dir`].
+    ///
+    /// # Errors
+    /// [`SceneError::BadParams`] when `dir` is `None` and no default folder exists.
+    pub fn toss_dir(&self) -> Result<PathBuf, SceneError> {
+        match &self.dir {
+            Some(d) => Ok(d.clone()),
+            None => default_toss_dir(),
+        }
     }
 
     /// Read this toss's recording from `dir` (or from [`CubeTossParams::toss_dir`] when
     /// `dir` is `None`).
     ///
     /// # Errors
-    /// [`SceneError::BadParams`] naming the toss, the file and line of a malformed file.
+    /// [`SceneError::BadParams`] naming the toss, the file and line of a malformed file, or
+    /// the path tried when there is no default folder ([`default_toss_dir`]).
     pub fn recording(&self, dir: Option<&Path>) -> Result<TossRecording, SceneError> {
         if self.toss.as_str() == Some("all") {
             return Err(bad(
@@ -115,7 +132,10 @@ impl CubeTossParams {
                 "toss 'all' is expanded into one cell per toss by the harness; a scene built directly needs one toss (a number or a file stem)".into(),
             ));
         }
-        let dir = dir.map_or_else(|| self.toss_dir(), Path::to_path_buf);
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => self.toss_dir()?,
+        };
         let path = toss_path(&dir, &self.toss).map_err(|e| bad(SCENE, e.to_string()))?;
         read_toss(&path).map_err(|e| bad(SCENE, e.to_string()))
     }
@@ -126,10 +146,11 @@ impl CubeTossParams {
 /// stem (one object). Other keys are kept as they are.
 ///
 /// # Errors
-/// [`SceneError::BadParams`]: unreadable folder, no toss files, unknown toss, bad parameters.
+/// [`SceneError::BadParams`]: no default folder (naming the path tried), unreadable folder,
+/// no toss files, unknown toss, bad parameters.
 pub fn expand(params: &Map<String, Value>) -> Result<Vec<Map<String, Value>>, SceneError> {
     let p: CubeTossParams = parse_params(SCENE, &Value::Object(params.clone()))?;
-    let dir = p.toss_dir();
+    let dir = p.toss_dir()?;
     let ids = if p.toss.as_str() == Some("all") {
         list_tosses(&dir).map_err(|e| bad(SCENE, e.to_string()))?
     } else {
@@ -228,9 +249,9 @@ fn positive_material(p: &CubeTossParams) -> Result<(), SceneError> {
 /// Registry entry of `cube_toss`.
 pub const CUBE_TOSS: SceneEntry = SceneEntry {
     name: SCENE,
-    description: "real 0.1048 m, 0.37 kg cube tossed onto a table, from a recording's first state (shared/data/cube_toss, 450 tosses); reference: the recording",
+    description: "real 0.1048 m, 0.37 kg cube tossed onto a table, from a recording's first state (data/cube_toss, 450 tosses); reference: the recording",
     params: &[
-        ParamDoc { name: "dir", default: "shared/data/cube_toss", unit: "-", doc: "folder of toss_NNN.csv files; default: shared/data/cube_toss beside the source checkout (absolute, fixed at build time); a relative path is taken from the working directory" },
+        ParamDoc { name: "dir", default: "data/cube_toss", unit: "-", doc: "folder of toss_NNN.csv files; default, found at run time: $CONTACTLAB_DATA/cube_toss if CONTACTLAB_DATA is set, else data/cube_toss under the working directory (the repository root); a relative path is taken from the working directory" },
         ParamDoc { name: "toss", default: "1", unit: "-", doc: "toss number N (toss_NNN.csv) or file stem; `all` in an experiment: one cell per toss" },
         ParamDoc { name: "friction", default: "0.18", unit: "-", doc: "sliding friction of cube and table (upstream nominal)" },
         ParamDoc { name: "table_height", default: "0.0", unit: "m", doc: "height of the table plane (data rests at -0.001)" },
@@ -246,6 +267,12 @@ pub const CUBE_TOSS: SceneEntry = SceneEntry {
 mod tests {
     use super::*;
 
+    /// The repository's toss folder, found from this crate's sources (tests run in the
+    /// crate folder, where `data/` under the working directory does not exist).
+    fn repo_tosses() -> String {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../data/cube_toss").to_string()
+    }
+
     #[test]
     fn inertia_matches_the_data_readme() {
         assert!((CUBE_INERTIA_KG_M2 - 3.0e-4).abs() < 1e-5);
@@ -253,8 +280,13 @@ mod tests {
 
     #[test]
     fn the_default_toss_builds_from_its_first_sample() {
-        let s = build(&Value::Null).unwrap();
-        let rec = CubeTossParams::default().recording(None).unwrap();
+        let s = build(&serde_json::json!({"dir": repo_tosses()})).unwrap();
+        let rec = CubeTossParams {
+            dir: Some(repo_tosses().into()),
+            ..CubeTossParams::default()
+        }
+        .recording(None)
+        .unwrap();
         assert_eq!(rec.id, "toss_001");
         assert_eq!((s.model.nq, s.model.nv), (7, 6));
         assert_eq!(s.initial.q, rec.samples[0].state([0.0; 3]).q);
@@ -265,7 +297,7 @@ mod tests {
     #[test]
     fn all_expands_to_every_toss() {
         let all = expand(
-            &serde_json::json!({"toss": "all"})
+            &serde_json::json!({"toss": "all", "dir": repo_tosses()})
                 .as_object()
                 .unwrap()
                 .clone(),
@@ -273,12 +305,18 @@ mod tests {
         .unwrap();
         assert_eq!(all.len(), 450);
         assert_eq!(all[0]["toss"], "toss_001");
-        let one = expand(&serde_json::json!({"toss": 5}).as_object().unwrap().clone()).unwrap();
+        let one = expand(
+            &serde_json::json!({"toss": 5, "dir": repo_tosses()})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
         assert_eq!(one.len(), 1);
         assert_eq!(one[0]["toss"], "toss_005");
-        assert!(build(&serde_json::json!({"toss": "all"})).is_err());
+        assert!(build(&serde_json::json!({"toss": "all", "dir": repo_tosses()})).is_err());
         assert!(
-            build(&serde_json::json!({"toss": 3})).is_err(),
+            build(&serde_json::json!({"toss": 3, "dir": repo_tosses()})).is_err(),
             "toss_003 is held back"
         );
     }

@@ -154,7 +154,7 @@ impl Default for CartpoleParams {
     }
 }
 
-/// `cartpole`: the reference MuJoCo cart-pole (shared/reference/scenes/cartpole.xml) plus a
+/// `cartpole`: the reference MuJoCo cart-pole (scenarios/tests/reference/scenes/cartpole.xml) plus a
 /// force motor on the cart (zero control by default, so it matches MuJoCo's trajectory).
 pub const CARTPOLE: SceneEntry = SceneEntry {
     name: "cartpole",

@@ -40,9 +40,9 @@ pub struct RowSettings {
 /// penetration of a spring of stiffness `ke` (N/m) and, in motion, the force of a damper `kd`
 /// (N s/m), for a contact whose share of its body pair has inverse effective mass `t` (1/kg).
 ///
-/// Stiffness (spec §A2–§A3; shared/reference README, "Resting penetration follows a closed
-/// form"): at rest a row with regularizer R and impedance d develops the force `f = K d r / R`
-/// for penetration `r` (MuJoCo's `K d r = R f`). A contact's normal force is
+/// Stiffness (spec §A2–§A3; scenarios/tests/reference/README.md, "Resting penetration follows
+/// a closed form"): at rest a row with regularizer R and impedance d develops the force
+/// `f = K d r / R` for penetration `r` (MuJoCo's `K d r = R f`). A contact's normal force is
 /// `f_n = K d r / R_eff`, with `R_eff = R_0 = (1 − d)/d · t` for an elliptic or frictionless
 /// contact and `R_eff = R_edge / (2(dim − 1))` for a pyramid of `2(dim − 1)` edges. Requiring
 /// `f_n = ke·r` gives **`K = ke R_eff / d`**, exact at rest. The contact's solimp is made flat
