@@ -204,13 +204,32 @@ pub const ENTRY: FormulationEntry = FormulationEntry {
 };
 
 /// The soft_convex formulation. Holds the warm start and the inverse weights of the model it
-/// was last stepped with.
+/// was last stepped with, with the model data they were computed from.
 #[derive(Debug, Clone)]
 pub struct SoftConvex {
     /// Parameters.
     pub params: SoftConvexParams,
     warm: Option<DVector<f64>>,
-    inv: Option<(usize, usize, InvWeights)>,
+    inv: Option<(WeightsKey, InvWeights)>,
+}
+
+/// Everything [`InvWeights::new`] reads from a model: the bodies (tree, placement, mass, COM,
+/// inertia), the joints (kind, anchor, axis, armature, reference) and `qpos0`. Two models with
+/// equal keys have equal inverse weights; a model that differs in any of them (a mass, say)
+/// gets its own. (Fixed: the cache was keyed by `nq` and the body count, so a formulation
+/// stepped alternately on two models that differ only in a mass reused the first model's
+/// weights for the second.)
+#[derive(Debug, Clone, PartialEq)]
+struct WeightsKey {
+    bodies: Vec<crate::model::Body>,
+    joints: Vec<crate::model::Joint>,
+    qpos0: DVector<f64>,
+}
+
+impl WeightsKey {
+    fn matches(&self, model: &Model) -> bool {
+        self.bodies == model.bodies && self.joints == model.joints && self.qpos0 == model.qpos0
+    }
 }
 
 /// Diagnostics of the last step, for tests and per-step logs.
@@ -280,12 +299,18 @@ impl SoftConvex {
         self.warm = None;
     }
 
-    /// Compute the inverse weights at qpos0 once per model (recomputed only if the model's
-    /// sizes change); the step then borrows them without copying.
+    /// Compute the inverse weights at qpos0 once per model: recomputed whenever any quantity
+    /// they depend on differs from the last model's ([`WeightsKey`]); the step then borrows
+    /// them without copying.
     fn ensure_inv_weights(&mut self, model: &Model) {
-        let fresh = matches!(&self.inv, Some((nq, nb, w)) if *nq == model.nq && *nb == model.bodies.len() && w.dof.len() == model.nv);
+        let fresh = matches!(&self.inv, Some((key, _)) if key.matches(model));
         if !fresh {
-            self.inv = Some((model.nq, model.bodies.len(), InvWeights::new(model)));
+            let key = WeightsKey {
+                bodies: model.bodies.clone(),
+                joints: model.joints.clone(),
+                qpos0: model.qpos0.clone(),
+            };
+            self.inv = Some((key, InvWeights::new(model)));
         }
     }
 
@@ -354,7 +379,7 @@ impl SoftConvex {
             detect(model, &kin)
         };
         self.ensure_inv_weights(model);
-        let inv = &self.inv.as_ref().expect("set just above").2;
+        let inv = &self.inv.as_ref().expect("set just above").1;
         let sp = &self.params;
         let physical =
             (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
