@@ -106,8 +106,12 @@
 //!   40), residuals up to 9e-3 m/s (6e-3 with 40); the robot still crosses the box.
 //!   Unconverged steps are reported; the adjoint through them is not a derivative of anything
 //!   (the implicit function theorem needs the root) and can grow without bound.
-//! * Not modelled: joint friction loss ([`NcpFb::ignores_friction_loss`]), torsional and
-//!   rolling friction, saturating servos as rows.
+//! * Not modelled, and listed by [`Formulation::ignored_features`] for a given model: joint
+//!   friction loss, torsional and rolling friction (condim 4 and 6 act as 3), the model's
+//!   `integrator` option (the step is the implicit one above), and what collision detection
+//!   does not handle ([`crate::features::collision`]). Every equality kind (connect, weld,
+//!   joint coupling) is a row (R6), every limited joint (hinge, slide, ball) a row (R4).
+//!   Saturating servos stay explicit forces (R5).
 
 pub mod adjoint;
 pub mod params;
@@ -167,12 +171,6 @@ impl NcpFb {
     pub fn new(params: NcpFbParams) -> Result<Self, FormulationError> {
         params.validate()?;
         Ok(Self { params })
-    }
-
-    /// True if this formulation would ignore some of `model`'s constraints: joint friction loss
-    /// is not modelled (equalities are compliant rows, (R6)).
-    pub fn ignores_friction_loss(model: &Model) -> bool {
-        model.joints.iter().any(|j| j.frictionloss > 0.0)
     }
 
     /// Assemble one step's problem at `(q, v)` with controls `ctrl` (module doc: rows at q⁻,
@@ -517,6 +515,27 @@ impl Formulation for NcpFb {
 
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
         self.step_detail(model, state, u, h).0
+    }
+
+    /// See the module doc, "Known limitations".
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        use crate::model::JointKind::{Ball, Free, Hinge, Slide};
+        let mut out = crate::features::collision(model);
+        out.extend(crate::features::friction_loss(
+            model,
+            &[Free, Ball, Hinge, Slide],
+            "not modelled, the joints move without it",
+        ));
+        out.extend(crate::features::condims(
+            model,
+            &[4, 6],
+            "torsional and rolling friction are not modelled, contacts act as condim 3",
+        ));
+        out.extend(crate::features::integrator(
+            model,
+            "ncp_fb's step is implicit in the velocity (module doc)",
+        ));
+        out
     }
 }
 

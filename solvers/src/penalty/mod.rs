@@ -15,9 +15,21 @@
 //! 4. `q_{n+1} = integrate(q_n, v_{n+1}, h)` (positions from the **new** velocities).
 //!
 //! Divergence (a non-finite state or a mass matrix that is not positive definite) is reported
-//! in the [`StepReport`], never a panic. Equality constraints are not modelled by this
-//! formulation (Newton's attachment springs would be the analogue): a model with equalities is
-//! stepped without them, and [`Penalty::ignores_equalities`] tells the caller so.
+//! in the [`StepReport`], never a panic.
+//!
+//! The model's `<flag>` options are honoured as soft_convex honours them (MuJoCo
+//! `mjtDisableBit`): `gravity` (no gravity in the bias forces, [`smooth_forces`]), `contact`
+//! (no collision), `limit` (no joint-limit springs), `frictionloss` (no joint friction loss);
+//! `equality` has nothing to switch off, and `warmstart`/`refsafe` concern solvers and solref,
+//! which penalty has not. A contact of condim 1 is frictionless (MuJoCo's meaning), whatever
+//! `mu`.
+//!
+//! Not modelled, and listed by [`Formulation::ignored_features`] for a given model: equality
+//! constraints (Newton's attachment springs would be the analogue; the model is stepped
+//! without them), limits and friction loss of ball and free joints (the springs above act on
+//! hinge and slide joints), torsional and rolling friction (condim 4 and 6 act as 3), the
+//! model's `integrator` option, and what collision detection does not handle
+//! ([`crate::features::collision`]).
 //!
 //! Stability (§4.5): roughly `h < 2/√(k_eff/m_eff)` and `h < 2 m_eff / c_eff`, with k_eff and
 //! c_eff summed over parallel contacts and m_eff including the rotational term r²/I.
@@ -159,11 +171,6 @@ impl Penalty {
         Ok(Self { params })
     }
 
-    /// True if this formulation would ignore some of `model`'s constraints (equalities).
-    pub fn ignores_equalities(model: &Model) -> bool {
-        !model.equalities.is_empty()
-    }
-
     fn coefficients(&self, c: &Contact) -> PenaltyCoefficients {
         let m = &c.material;
         let p = &self.params;
@@ -297,6 +304,36 @@ impl Formulation for Penalty {
             })
             .collect();
         StepReport::explicit(records).check_divergence(state)
+    }
+
+    /// See the module doc.
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        use crate::features as f;
+        let mut out = f::collision(model);
+        out.extend(f::equalities(
+            model,
+            "not modelled, the model is stepped without them",
+        ));
+        out.extend(f::limits(
+            model,
+            &[JointKind::Ball],
+            "penalty's limit springs act on hinge and slide joints only",
+        ));
+        out.extend(f::friction_loss(
+            model,
+            &[JointKind::Ball, JointKind::Free],
+            "penalty's friction loss acts on hinge and slide joints only",
+        ));
+        out.extend(f::condims(
+            model,
+            &[4, 6],
+            "torsional and rolling friction are not modelled, contacts act as condim 3",
+        ));
+        out.extend(f::integrator(
+            model,
+            "penalty integrates with semi-implicit Euler",
+        ));
+        out
     }
 }
 

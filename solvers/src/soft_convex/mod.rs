@@ -603,3 +603,10 @@ impl Formulation for SoftConvex {
         self.step_detail(model, state, u, h).0
     }
 }
+
+    /// Only what collision detection does not handle ([`crate::features::collision`]): every
+    /// constraint kind, condim and flag is modelled, and a solver or integrator option it does
+    /// not implement makes every step's report say so (`diverged`).
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        crate::features::collision(model)
+    }
