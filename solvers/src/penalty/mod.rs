@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actuation::actuator_forces;
 use crate::collision::{detect, Contact};
-use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
+use crate::dynamics::{integrate_positions, mass_matrix, smooth_forces};
 use crate::formulation::{
     parse_params, ContactRecord, Formulation, FormulationEntry, ParamDoc, StepReport,
 };
@@ -77,7 +77,8 @@ pub struct PenaltyParams {
     pub kf: Option<f64>,
     /// Override of the adhesion distance ka (m).
     pub ka: Option<f64>,
-    /// Override of the sliding friction coefficient μ (-).
+    /// Override of the sliding friction coefficient μ (-) of every contact but those of condim
+    /// 1, which stay frictionless.
     pub mu: Option<f64>,
 }
 
@@ -112,7 +113,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "kd", default: "material", unit: "N s/m", doc: "override contact damping" },
     ParamDoc { name: "kf", default: "material", unit: "N s/m", doc: "override viscous friction coefficient" },
     ParamDoc { name: "ka", default: "material", unit: "m", doc: "override adhesion distance" },
-    ParamDoc { name: "mu", default: "material", unit: "-", doc: "override sliding friction coefficient" },
+    ParamDoc { name: "mu", default: "material", unit: "-", doc: "override sliding friction coefficient (condim-1 contacts stay frictionless)" },
 ];
 
 /// Registry entry.
@@ -179,27 +180,34 @@ impl Penalty {
             kd: p.kd.unwrap_or(m.kd),
             kf: p.kf.unwrap_or(m.kf),
             ka: p.ka.unwrap_or(m.ka),
-            mu: p.mu.unwrap_or(m.penalty_mu),
+            // condim 1: a frictionless contact (MuJoCo), whatever the override.
+            mu: if m.condim == 1 {
+                0.0
+            } else {
+                p.mu.unwrap_or(m.penalty_mu)
+            },
         }
     }
 
-    /// Joint-limit and friction-loss forces (length nv).
+    /// Joint-limit and friction-loss forces (length nv) on hinge and slide joints; none for
+    /// the stages the model disables (`limit`, `frictionloss`).
     fn joint_forces(&self, model: &Model, q: &DVector<f64>, v: &DVector<f64>) -> DVector<f64> {
         let p = &self.params;
+        let off = model.options.disable;
         let mut f = DVector::zeros(model.nv);
         for j in &model.joints {
             if !matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
                 continue;
             }
             let (qj, vj, d) = (q[j.qpos_adr], v[j.dof_adr], j.dof_adr);
-            if let Some((lo, hi)) = j.range {
+            if let Some((lo, hi)) = j.range.filter(|_| !off.limit) {
                 if qj < lo {
                     f[d] += p.limit_ke * (lo - qj) - p.limit_kd * vj.min(0.0);
                 } else if qj > hi {
                     f[d] += p.limit_ke * (hi - qj) - p.limit_kd * vj.max(0.0);
                 }
             }
-            if j.frictionloss > 0.0 && vj != 0.0 {
+            if j.frictionloss > 0.0 && vj != 0.0 && !off.frictionloss {
                 f[d] -= vj.signum() * (p.frictionloss_kv * vj.abs()).min(j.frictionloss);
             }
         }
@@ -228,10 +236,14 @@ impl Formulation for Penalty {
             return StepReport::explicit(Vec::new()).check_divergence(state);
         }
         let kin = forward_kinematics(model, &state.q);
-        let contacts = detect(model, &kin);
-        let mut tau = passive_forces(model, &state.q, &state.v)
-            + actuator_forces(model, &state.q, &state.v, u)
-            - bias_forces(model, &kin, &state.v)
+        let contacts = if model.options.disable.contact {
+            Vec::new()
+        } else {
+            detect(model, &kin)
+        };
+        // passive − bias + actuation, gravity removed when the model disables it.
+        let actuation = actuator_forces(model, &state.q, &state.v, u);
+        let mut tau = smooth_forces(model, &kin, &state.q, &state.v, &actuation)
             + self.joint_forces(model, &state.q, &state.v);
 
         // Contact forces at (q_n, v_n).
