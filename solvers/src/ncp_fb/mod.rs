@@ -366,9 +366,9 @@ impl NcpFb {
             friction_regularization: p.friction_regularization,
             ls_iterations: p.ls_iterations,
             linear_solver: p.linear_solver,
-            pcr_iterations: p.pcr_iterations,
-            pcr_tolerance: p.pcr_tolerance,
-            preconditioner: p.preconditioner,
+            pcr_iterations: p.pcr_iterations.unwrap_or(NcpFbParams::PCR_ITERATIONS),
+            pcr_tolerance: p.pcr_tolerance.unwrap_or(NcpFbParams::PCR_TOLERANCE),
+            preconditioner: p.preconditioner.unwrap_or(NcpFbParams::PRECONDITIONER),
         }
     }
 
@@ -548,8 +548,19 @@ mod tests {
         let v = serde_json::to_value(NcpFbParams::default()).unwrap();
         let obj = v.as_object().unwrap();
         assert_eq!(obj.len(), PARAMS.len());
+        // Parameters that default to `None` take the documented value when resolved.
+        let settings = NcpFb::new(NcpFbParams::default()).unwrap().settings();
+        let resolved = serde_json::json!({
+            "pcr_iterations": settings.pcr_iterations,
+            "pcr_tolerance": settings.pcr_tolerance,
+            "preconditioner": settings.preconditioner,
+        });
         for doc in PARAMS {
-            match &obj[doc.name] {
+            let val = match &obj[doc.name] {
+                serde_json::Value::Null => &resolved[doc.name],
+                v => v,
+            };
+            match val {
                 serde_json::Value::String(s) => assert_eq!(s, doc.default, "{}", doc.name),
                 val => assert_eq!(
                     val.as_f64().unwrap(),
@@ -573,5 +584,58 @@ mod tests {
                 .unwrap();
         assert!(err.to_string().contains("friction_smoothing"), "{err}");
         assert!(crate::formulation::build("ncp_fb", &serde_json::Value::Null).is_ok());
+    }
+
+    /// `pcr_iterations`, `pcr_tolerance` and `preconditioner` used to be accepted and to do
+    /// nothing under `linear_solver: dense` (the default); given explicitly there, each is an
+    /// error naming it, and accepted with `linear_solver: pcr`.
+    #[test]
+    fn pcr_parameters_under_dense_solver_are_errors_naming_the_key() {
+        use serde_json::json;
+        for (key, value) in [
+            ("pcr_iterations", json!(8)),
+            ("pcr_tolerance", json!(1e-6)),
+            ("preconditioner", json!("jacobi")),
+        ] {
+            for solver in [None, Some("dense")] {
+                let mut p = json!({ key: value.clone() });
+                if let Some(s) = solver {
+                    p["linear_solver"] = json!(s);
+                }
+                let err = crate::formulation::build("ncp_fb", &p).err().unwrap();
+                let text = err.to_string();
+                assert!(
+                    text.starts_with(&format!(
+                        "formulation 'ncp_fb': {key}: acts only with linear_solver: pcr"
+                    )),
+                    "{text}"
+                );
+            }
+            let ok = crate::formulation::build(
+                "ncp_fb",
+                &json!({ key: value.clone(), "linear_solver": "pcr" }),
+            );
+            assert!(ok.is_ok(), "{key} with pcr: {:?}", ok.err());
+        }
+        // Through the struct as well: only a key that is set counts as given.
+        let p = NcpFbParams {
+            pcr_iterations: Some(4),
+            ..NcpFbParams::default()
+        };
+        assert!(NcpFb::new(p).is_err());
+        let f = NcpFb::new(NcpFbParams {
+            linear_solver: LinearSolver::Pcr,
+            pcr_iterations: Some(4),
+            ..NcpFbParams::default()
+        })
+        .unwrap();
+        assert_eq!(f.settings().pcr_iterations, 4);
+        assert_eq!(
+            NcpFb::new(NcpFbParams::default())
+                .unwrap()
+                .settings()
+                .pcr_iterations,
+            16
+        );
     }
 }

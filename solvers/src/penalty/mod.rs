@@ -59,8 +59,10 @@ pub struct PenaltyParams {
     /// and 1.33μN at 2 m/s with δ = 1 m/s — and its force falls with slip speed, which makes a
     /// sliding box hop and stop 45 % short on box_slide).
     pub friction: FrictionLaw,
-    /// Huber smoothing δ of the slip speed (m/s); Newton's `friction_smoothing`.
-    pub friction_smoothing: f64,
+    /// Huber smoothing δ of the slip speed (m/s); Newton's `friction_smoothing`. Acts only
+    /// with `friction: huber` (an error with `normalized`); `None`: 1 m/s
+    /// ([`PenaltyParams::FRICTION_SMOOTHING`]).
+    pub friction_smoothing: Option<f64>,
     /// Angular velocity damping rate (1/s) on free and ball joints; warp.sim/Newton use 0.05.
     pub angular_damping: f64,
     /// Joint-limit spring stiffness (N/m or N m/rad).
@@ -86,7 +88,7 @@ impl Default for PenaltyParams {
     fn default() -> Self {
         Self {
             friction: FrictionLaw::Normalized,
-            friction_smoothing: 1.0,
+            friction_smoothing: None,
             angular_damping: 0.0,
             limit_ke: 1e4,
             limit_kd: 10.0,
@@ -104,7 +106,7 @@ impl Default for PenaltyParams {
 /// struct's defaults.
 pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "friction", default: "normalized", unit: "-", doc: "friction law: normalized (Coulomb, cap exactly mu*N) or huber (Newton's law, for parity; not Coulomb)" },
-    ParamDoc { name: "friction_smoothing", default: "1.0", unit: "m/s", doc: "Huber smoothing of the slip speed" },
+    ParamDoc { name: "friction_smoothing", default: "1.0", unit: "m/s", doc: "Huber smoothing of the slip speed (only with friction: huber; an error otherwise)" },
     ParamDoc { name: "angular_damping", default: "0.0", unit: "1/s", doc: "damping rate of free/ball angular velocity (warp.sim uses 0.05)" },
     ParamDoc { name: "limit_ke", default: "10000.0", unit: "N/m or N m/rad", doc: "joint-limit spring stiffness" },
     ParamDoc { name: "limit_kd", default: "10.0", unit: "N s/m or N m s/rad", doc: "joint-limit damping while moving past the limit" },
@@ -127,6 +129,16 @@ pub const ENTRY: FormulationEntry = FormulationEntry {
     },
 };
 
+impl PenaltyParams {
+    /// The Huber smoothing δ (m/s) when `friction_smoothing` is not given.
+    pub const FRICTION_SMOOTHING: f64 = 1.0;
+
+    /// The Huber smoothing δ in effect (m/s).
+    pub fn smoothing(&self) -> f64 {
+        self.friction_smoothing.unwrap_or(Self::FRICTION_SMOOTHING)
+    }
+}
+
 /// The penalty formulation.
 #[derive(Debug, Clone)]
 pub struct Penalty {
@@ -138,14 +150,15 @@ impl Penalty {
     /// Build with validated parameters.
     ///
     /// # Errors
-    /// A parameter out of its domain (negative stiffness, non-positive smoothing, ...).
+    /// A parameter out of its domain (negative stiffness, non-positive smoothing, ...), or
+    /// `friction_smoothing` given with `friction: normalized` (which does not use it).
     pub fn new(params: PenaltyParams) -> Result<Self, crate::formulation::FormulationError> {
         let bad = |what: &str, v: f64| crate::formulation::FormulationError::BadParams {
             name: "penalty".into(),
             message: format!("{what} = {v} must be finite and >= 0"),
         };
         let checks = [
-            ("friction_smoothing", Some(params.friction_smoothing)),
+            ("friction_smoothing", params.friction_smoothing),
             ("angular_damping", Some(params.angular_damping)),
             ("limit_ke", Some(params.limit_ke)),
             ("limit_kd", Some(params.limit_kd)),
@@ -163,11 +176,14 @@ impl Penalty {
                 }
             }
         }
-        if params.friction_smoothing <= 0.0 {
-            return Err(bad(
-                "friction_smoothing (must be > 0)",
-                params.friction_smoothing,
-            ));
+        if params.smoothing() <= 0.0 {
+            return Err(bad("friction_smoothing (must be > 0)", params.smoothing()));
+        }
+        if params.friction_smoothing.is_some() && params.friction != FrictionLaw::Huber {
+            return Err(crate::formulation::FormulationError::BadParams {
+                name: "penalty".into(),
+                message: "friction_smoothing: acts only with friction: huber (the normalized law has no smoothing); remove friction_smoothing or set friction: huber".into(),
+            });
         }
         Ok(Self { params })
     }
@@ -260,7 +276,7 @@ impl Formulation for Penalty {
             let (fnormal, ft) = contact_force(
                 &coef,
                 self.params.friction,
-                self.params.friction_smoothing,
+                self.params.smoothing(),
                 &n,
                 d,
                 &vrel,
@@ -361,6 +377,9 @@ mod tests {
         for doc in PARAMS {
             let val = &obj[doc.name];
             let shown = match val {
+                serde_json::Value::Null if doc.name == "friction_smoothing" => {
+                    format!("{:?}", PenaltyParams::FRICTION_SMOOTHING)
+                }
                 serde_json::Value::Null => "material".to_string(),
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => format!("{:?}", n.as_f64().unwrap()),
@@ -368,6 +387,33 @@ mod tests {
             };
             assert_eq!(shown, doc.default, "parameter {}", doc.name);
         }
+    }
+
+    /// `friction_smoothing` used to be accepted and do nothing under `friction: normalized`
+    /// (the default law, which has no smoothing): now an error naming it; with `huber` it acts.
+    #[test]
+    fn friction_smoothing_without_the_huber_law_is_an_error_naming_the_key() {
+        use serde_json::json;
+        for p in [
+            json!({"friction_smoothing": 0.1}),
+            json!({"friction_smoothing": 0.1, "friction": "normalized"}),
+        ] {
+            let err = crate::formulation::build("penalty", &p)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.starts_with(
+                    "formulation 'penalty': friction_smoothing: acts only with friction: huber"
+                ),
+                "{err}"
+            );
+        }
+        let p: PenaltyParams =
+            serde_json::from_value(json!({"friction_smoothing": 0.1, "friction": "huber"}))
+                .unwrap();
+        assert_eq!(Penalty::new(p).unwrap().params.smoothing(), 0.1);
+        assert_eq!(PenaltyParams::default().smoothing(), 1.0);
     }
 
     #[test]

@@ -71,7 +71,9 @@ pub struct SoftConvexParams {
     /// Replace every contact's solref by the direct-format solref that realizes a physical
     /// spring-damper along the normal ([`rows::physical_solref`]), with the geoms' penalty
     /// material `ke`, `kd` (the penalty formulation's contact) unless overridden below.
-    pub physical_contact: bool,
+    /// `None` (the default) means off unless `ke` or `kd` is given; `false` together with `ke`
+    /// or `kd` is an error (they would have no effect).
+    pub physical_contact: Option<bool>,
     /// Override of the physical contact stiffness (N/m); implies `physical_contact`.
     pub ke: Option<f64>,
     /// Override of the physical contact damping (N s/m); implies `physical_contact`.
@@ -247,7 +249,8 @@ impl SoftConvex {
     /// Build with validated parameters.
     ///
     /// # Errors
-    /// Non-positive tolerance, impratio or iteration counts.
+    /// Non-positive tolerance, impratio or iteration counts; `ke` or `kd` with
+    /// `physical_contact: false`.
     pub fn new(params: SoftConvexParams) -> Result<Self, FormulationError> {
         let bad = |m: String| FormulationError::BadParams {
             name: "soft_convex".into(),
@@ -272,6 +275,15 @@ impl SoftConvex {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(bad(format!("{what} = {v} must be finite and >= 0")));
+                }
+            }
+        }
+        if params.physical_contact == Some(false) {
+            for (key, given) in [("ke", params.ke.is_some()), ("kd", params.kd.is_some())] {
+                if given {
+                    return Err(bad(format!(
+                        "{key}: acts only with physical_contact (it implies it), but physical_contact is false; remove {key} or physical_contact: false"
+                    )));
                 }
             }
         }
@@ -381,8 +393,8 @@ impl SoftConvex {
         self.ensure_inv_weights(model);
         let inv = &self.inv.as_ref().expect("set just above").1;
         let sp = &self.params;
-        let physical =
-            (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
+        let physical = (sp.physical_contact == Some(true) || sp.ke.is_some() || sp.kd.is_some())
+            .then_some((sp.ke, sp.kd));
         let settings = RowSettings {
             cone: p.cone,
             impratio: p.impratio,
@@ -602,7 +614,6 @@ impl Formulation for SoftConvex {
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
         self.step_detail(model, state, u, h).0
     }
-}
 
     /// Only what collision detection does not handle ([`crate::features::collision`]): every
     /// constraint kind, condim and flag is modelled, and a solver or integrator option it does
@@ -610,3 +621,41 @@ impl Formulation for SoftConvex {
     fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
         crate::features::collision(model)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// `ke`/`kd` imply `physical_contact`; given with an explicit `physical_contact: false`
+    /// they would do nothing: an error naming the key. Without `physical_contact`, or with
+    /// `true`, they are accepted.
+    #[test]
+    fn physical_contact_overrides_with_physical_contact_off_are_errors_naming_the_key() {
+        for key in ["ke", "kd"] {
+            let p = json!({"physical_contact": false, key: 1e5});
+            let err = crate::formulation::build("soft_convex", &p)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "formulation 'soft_convex': {key}: acts only with physical_contact"
+                )),
+                "{err}"
+            );
+            for ok in [
+                json!({key: 1e5}),
+                json!({"physical_contact": true, key: 1e5}),
+            ] {
+                assert!(
+                    crate::formulation::build("soft_convex", &ok).is_ok(),
+                    "{ok}"
+                );
+            }
+        }
+        assert!(
+            crate::formulation::build("soft_convex", &json!({"physical_contact": false})).is_ok()
+        );
+    }
+}
