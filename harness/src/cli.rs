@@ -283,13 +283,23 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
         ))
         .into());
     }
+    let ignored = contactlab_solvers::features::joined(&f.ignored_features(&scene.model));
     let out = runner::rollout(&scene, f.as_mut(), h, horizon, None, true);
     let log = out.log.expect("rollout keeps the log when asked");
     log.write(&a.out)?;
+    let ignored = if ignored.is_empty() {
+        String::new()
+    } else {
+        format!("; ignored features: {ignored}")
+    };
     match &out.diverged {
-        None => println!("{}: {} steps, ok", a.out.display(), out.acc.steps()),
+        None => println!(
+            "{}: {} steps, ok{ignored}",
+            a.out.display(),
+            out.acc.steps()
+        ),
         Some(why) => println!(
-            "{}: {} steps, diverged: {why}",
+            "{}: {} steps, diverged: {why}{ignored}",
             a.out.display(),
             out.acc.steps()
         ),

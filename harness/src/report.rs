@@ -203,6 +203,7 @@ pub fn render(
     }
     toss_table(&mut s, rows);
     task_table(&mut s, rows);
+    ignored_table(&mut s, rows);
     let metrics: Vec<&str> = if cfg.metrics.is_empty() {
         DEFAULT_REPORT_METRICS.to_vec()
     } else {
@@ -509,6 +510,38 @@ fn task_table(s: &mut String, rows: &[Row]) {
             s.push('\n');
         }
         s.push('\n');
+    }
+}
+
+/// The section listing, per scene and formulation label, the model features the formulation
+/// stepped the scene without (column `ignored_features`); nothing when no cell ignored any.
+fn ignored_table(s: &mut String, rows: &[Row]) {
+    // One line per distinct list (scene parameters can change what a model carries).
+    let seen: std::collections::BTreeSet<(String, String, String)> = rows
+        .iter()
+        .filter(|r| !r.str("ignored_features").is_empty())
+        .map(|r| {
+            (
+                r.scene_label().to_string(),
+                r.series(),
+                r.str("ignored_features").to_string(),
+            )
+        })
+        .collect();
+    if seen.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Model features the formulations ignore\n");
+    let _ = writeln!(
+        s,
+        "These cells ran without the listed features of their model (column `ignored_features`; definitions: `contactlab list`): their results describe the model without them.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| scene | formulation | ignored features |\n|---|---|---|"
+    );
+    for (scene, label, ignored) in seen {
+        let _ = writeln!(s, "| {scene} | {label} | {} |", ignored.replace('|', "\\|"));
     }
 }
 

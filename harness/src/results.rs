@@ -74,6 +74,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("inputs", Str, "files the cell read (scene model, assets, toss, schedule, reference) and their SHA-256, JSON {path: digest}; part of cell_id"),
     c("status", Str, "ok, diverged or failed"),
     c("reason", Str, "why a cell diverged or failed (empty when ok)"),
+    c("ignored_features", Str, "model features the formulation steps this scene without, '; '-separated `feature: detail` (equality, frictionloss, limit, condim, pair, exclude, option.*); empty when it models all of them"),
     c("steps", U64, "steps taken"),
     c("simulated_time_s", F64, "simulated time reached"),
     c("max_penetration_m", F64, "largest max(0, -gap) over all contacts and steps"),

@@ -446,6 +446,10 @@ fn simulate_cell(
         .collect();
     row.set_str("analytic", serde_json::Value::Object(analytic).to_string());
     let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+    row.set_str(
+        "ignored_features",
+        contactlab_solvers::features::joined(&f.ignored_features(&scene.model)),
+    );
     let h = cell.timestep_s;
     let reference = match reference {
         Some(Ok(t)) => {

@@ -465,7 +465,7 @@ fn options_flags_equalities_pairs_and_excludes() {
 <mujoco model="misc">
   <compiler angle="radian" eulerseq="XYZ"/>
   <option timestep="0.005" gravity="0 0 -10" integrator="implicitfast" cone="elliptic" impratio="10"
-          solver="CG" iterations="20" tolerance="1e-6" ls_iterations="7" ls_tolerance="0.1" noslip_iterations="3">
+          solver="CG" iterations="20" tolerance="1e-6" ls_iterations="7" ls_tolerance="0.1" noslip_iterations="0">
     <flag warmstart="disable" gravity="disable" island="enable" contact="enable"/>
   </option>
   <default><equality solref="0.05 1"/></default>
@@ -514,7 +514,7 @@ fn options_flags_equalities_pairs_and_excludes() {
             o.ls_tolerance,
             o.noslip_iterations
         ),
-        (SolverKind::Cg, 20, 1e-6, 7, 0.1, 3)
+        (SolverKind::Cg, 20, 1e-6, 7, 0.1, 0)
     );
     assert!(o.disable.warmstart && o.disable.gravity && !o.disable.contact && !o.disable.limit);
     // Extrinsic XYZ Euler angles: rotate about fixed x, then fixed y, then fixed z.
@@ -710,6 +710,30 @@ fn unsupported_elements_and_values_are_errors_not_silently_ignored() {
                <worldbody><light/><body><site/><camera/><geom size='0.1' rgba='1 0 0 1' group='2' material='m'/></body></worldbody>\
                <sensor/></mujoco>";
     load_str(xml, Path::new("inline.xml"), Path::new("."), None).unwrap();
+}
+
+/// MuJoCo's no-slip post-solver is not implemented: `noslip_iterations` > 0 used to be parsed
+/// and silently ignored; it is an error naming the attribute, its element and line. 0 (the
+/// default, "off") is accepted.
+#[test]
+fn noslip_iterations_above_zero_is_an_error_not_ignored() {
+    let xml = "<mujoco>\n  <option timestep=\"0.002\"\n          noslip_iterations=\"3\"/>\n  <worldbody><body><freejoint/><geom size=\"0.1\"/></body></worldbody>\n</mujoco>";
+    let e = load_str(xml, Path::new("noslip.xml"), Path::new("."), None).unwrap_err();
+    assert_eq!(e.kind, MjcfErrorKind::Unsupported, "{e}");
+    assert_eq!((e.line, e.element.as_str()), (2, "option"), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("noslip_iterations=\"3\""), "{text}");
+    assert!(text.contains("noslip.xml"), "{text}");
+    let zero = xml.replace("noslip_iterations=\"3\"", "noslip_iterations=\"0\"");
+    let m = load_str(&zero, Path::new("noslip.xml"), Path::new("."), None)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .model;
+    assert_eq!(m.options.noslip_iterations, 0);
+    // Built in code, the model refuses it too (the option would do nothing).
+    let mut parts = ModelParts::default();
+    parts.options.noslip_iterations = 2;
+    let err = Model::new(parts).unwrap_err().to_string();
+    assert!(err.contains("noslip_iterations"), "{err}");
 }
 
 /// A model that parses but fails validation points at the offending element's line.

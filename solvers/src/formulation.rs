@@ -8,6 +8,7 @@
 use nalgebra::Matrix3;
 use serde::Serialize;
 
+pub use crate::features::IgnoredFeature;
 use crate::model::{Model, State, Vec3};
 
 /// One contact point as seen by a step, in the frame conventions of DESIGN.md.
@@ -90,6 +91,18 @@ pub trait Formulation: Send {
     /// Never panics on a diverging simulation: the report's `diverged` says so and the state
     /// may then hold non-finite numbers.
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport;
+
+    /// The features of `model` this formulation steps it without ([`crate::features`]):
+    /// constraints, friction or options it does not model. Empty when it models all of them.
+    /// The harness records the list in every row (`ignored_features`) and in report.md.
+    ///
+    /// The default (nothing ignored) is for formulations that model every feature; each
+    /// built-in formulation overrides it, and `solvers/tests/ignored_features.rs` checks
+    /// every registered one on a model that carries every feature.
+    fn ignored_features(&self, model: &Model) -> Vec<IgnoredFeature> {
+        let _ = model;
+        Vec::new()
+    }
 }
 
 /// Documentation of one formulation parameter, as listed by `contactlab list`.

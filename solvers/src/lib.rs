@@ -14,6 +14,7 @@ pub mod actuation;
 pub mod collision;
 pub mod constraint;
 pub mod dynamics;
+pub mod features;
 pub mod formulation;
 pub mod geometry;
 pub mod kinematics;
@@ -23,5 +24,5 @@ pub mod penalty;
 pub mod signorini;
 pub mod soft_convex;
 
-pub use formulation::{ContactRecord, Formulation, StepReport, FORMULATIONS};
+pub use formulation::{ContactRecord, Formulation, IgnoredFeature, StepReport, FORMULATIONS};
 pub use model::{Model, ModelError, ModelParts, State};

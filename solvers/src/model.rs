@@ -169,7 +169,7 @@ pub struct Options {
     #[serde(default = "default_ls_tolerance")]
     pub ls_tolerance: f64,
     /// Iterations of the no-slip post-solver; 0 disables it (MuJoCo `noslip_iterations`).
-    /// Default 0.
+    /// Default 0. The post-solver is not implemented, so [`Model::new`] accepts only 0.
     #[serde(default)]
     pub noslip_iterations: usize,
     /// Pipeline stages switched off (MuJoCo `<flag>` entries of `disableflags`). Default: none.
@@ -1216,6 +1216,14 @@ fn validate_options(o: &Options) -> Result<(), ModelError> {
         if !(v.is_finite() && v >= 0.0) {
             return Err(bad_param("option", what, v, "must be finite and >= 0"));
         }
+    }
+    if o.noslip_iterations > 0 {
+        return Err(bad_param(
+            "option",
+            "noslip_iterations",
+            o.noslip_iterations as f64,
+            "MuJoCo's no-slip post-solver is not implemented; only 0 is accepted",
+        ));
     }
     if o.impratio < 1e-10 {
         return Err(bad_param(

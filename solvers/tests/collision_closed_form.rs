@@ -694,9 +694,11 @@ fn contact_material_is_mixed_in_pair_order() {
     );
 }
 
+/// A plane against a triangle mesh on a free body: the triangle lies flat 1 cm below the
+/// plane, so each of its three vertices is a contact with the plane's normal +z, gap −0.01 m,
+/// midway between the vertex and the plane. (This test used to assert nothing.)
 #[test]
-fn unsupported_or_degenerate_inputs_do_not_panic() {
-    // A plane against a triangle mesh on a free body, and a non-finite placement.
+fn plane_against_a_triangle_mesh_gives_its_three_vertices() {
     let vertices = vec![
         Point3::new(0.0, 0.0, 0.0),
         Point3::new(1.0, 0.0, 0.0),
@@ -706,26 +708,72 @@ fn unsupported_or_degenerate_inputs_do_not_panic() {
         vertices,
         triangles: vec![[0, 1, 2]],
     };
-    let (_, _cs) = one_body(
+    let depth = 0.01;
+    let (_, cs) = one_body(
         vec![Geom::new("plane", 0, GeomShape::Plane)],
         mesh,
-        Vec3::new(0.0, 0.0, -0.01),
+        Vec3::new(0.0, 0.0, -depth),
         Quat::identity(),
     );
+    let expected: Vec<(Vec3, f64)> = [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0)]
+        .iter()
+        .map(|&(x, y)| (Vec3::new(x, y, -depth / 2.0), -depth))
+        .collect();
+    assert_contacts(&cs, &Vec3::z(), &expected, "plane-triangle mesh");
+    assert!(
+        cs.iter().all(|c| c.geoms == [0, 1]),
+        "the plane comes first"
+    );
+}
+
+/// A non-finite placement gives no contacts for the geoms involved, never a panic: NaN or
+/// infinite coordinates of a free body, through the MuJoCo-formula pair (plane–sphere) and a
+/// parry pair (box–sphere). The same sphere at a finite height in contact gives its contacts,
+/// so the empty results are the placement's doing.
+#[test]
+fn non_finite_placements_give_no_contacts() {
     let model = Model::new(ModelParts {
         bodies: vec![free_body("b", 0, Vec3::zeros(), Quat::identity())],
         joints: vec![Joint::new("free", JointKind::Free, 1)],
         geoms: vec![
             Geom::new("plane", 0, GeomShape::Plane),
+            placed(
+                Geom::new(
+                    "block",
+                    0,
+                    GeomShape::Box {
+                        half: Vec3::repeat(0.1),
+                    },
+                ),
+                Quat::identity(),
+                Vec3::new(0.0, 0.0, 0.25),
+            ),
             Geom::new("ball", 1, GeomShape::Sphere { radius: 0.1 }),
         ],
         ..Default::default()
     })
     .unwrap();
     let mut q = model.default_state().q;
-    q[2] = f64::NAN;
+    // Finite: the ball at z = 0.095 touches the plane (gap −0.005) and the block above it
+    // (bottom face at z = 0.15, gap −0.045); the sphere comes before the box in MuJoCo's order.
+    q[2] = 0.095;
     let kin = forward_kinematics(&model, &q);
-    let _ = detect(&model, &kin);
+    let finite = detect(&model, &kin);
+    let found: Vec<([usize; 2], f64)> = finite.iter().map(|c| (c.geoms, c.gap)).collect();
+    assert_eq!(found.len(), 2, "{finite:#?}");
+    assert_eq!(found[0].0, [0, 2]);
+    assert!((found[0].1 + 0.005).abs() < TOL, "{found:?}");
+    assert_eq!(found[1].0, [2, 1]);
+    assert!((found[1].1 + 0.045).abs() < TOL, "{found:?}");
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        for k in [0, 2, 3] {
+            let mut q = q.clone();
+            q[k] = bad;
+            let kin = forward_kinematics(&model, &q);
+            let cs = detect(&model, &kin);
+            assert!(cs.is_empty(), "qpos[{k}] = {bad}: {cs:#?}");
+        }
+    }
 }
 
 /// A height field sloped along y (z = s·y, so rows must map to y as documented) and along x

@@ -150,6 +150,17 @@ fn mujoco_plane_pair(
     if model.geoms[g0].shape != GeomShape::Plane {
         return false;
     }
+    // A non-finite placement gives no contacts (the formulas would give a NaN contact).
+    // (Fixed: a plane–sphere pair with a NaN body position gave one contact of NaN gap.)
+    let finite = |g: usize| {
+        kin.geom_xpos[g]
+            .iter()
+            .chain(kin.geom_xquat[g].coords.iter())
+            .all(|x| x.is_finite())
+    };
+    if !(finite(g0) && finite(g1)) {
+        return true;
+    }
     let detect = material.margin + material.gap;
     let (pp, pq) = (kin.geom_xpos[g0], kin.geom_xquat[g0]);
     let candidates = match &model.geoms[g1].shape {

@@ -130,8 +130,12 @@
 //!   40), residuals up to 9e-3 m/s (6e-3 with 40); the robot still crosses the box.
 //!   Unconverged steps are reported; the adjoint through them is not a derivative of anything
 //!   (the implicit function theorem needs the root) and can grow without bound.
-//! * Not modelled: joint friction loss ([`NcpFb::ignores_friction_loss`]), torsional and
-//!   rolling friction, saturating servos as rows.
+//! * Not modelled, and listed by [`Formulation::ignored_features`] for a given model: joint
+//!   friction loss, torsional and rolling friction (condim 4 and 6 act as 3), the model's
+//!   `integrator` option (the step is the implicit one above), and what collision detection
+//!   does not handle ([`crate::features::collision`]). Every equality kind (connect, weld,
+//!   joint coupling) is a row (R6), every limited joint (hinge, slide, ball) a row (R4).
+//!   Saturating servos stay explicit forces (R5).
 
 pub mod adjoint;
 pub mod params;
@@ -191,12 +195,6 @@ impl NcpFb {
     pub fn new(params: NcpFbParams) -> Result<Self, FormulationError> {
         params.validate()?;
         Ok(Self { params })
-    }
-
-    /// True if this formulation would ignore some of `model`'s constraints: joint friction loss
-    /// is not modelled (equalities are compliant rows, (R6)).
-    pub fn ignores_friction_loss(model: &Model) -> bool {
-        model.joints.iter().any(|j| j.frictionloss > 0.0)
     }
 
     /// Assemble one step's problem at `(q, v)` with controls `ctrl` (module doc: rows at q⁻,
@@ -398,9 +396,9 @@ impl NcpFb {
             friction_regularization: p.friction_regularization,
             ls_iterations: p.ls_iterations,
             linear_solver: p.linear_solver,
-            pcr_iterations: p.pcr_iterations,
-            pcr_tolerance: p.pcr_tolerance,
-            preconditioner: p.preconditioner,
+            pcr_iterations: p.pcr_iterations.unwrap_or(NcpFbParams::PCR_ITERATIONS),
+            pcr_tolerance: p.pcr_tolerance.unwrap_or(NcpFbParams::PCR_TOLERANCE),
+            preconditioner: p.preconditioner.unwrap_or(NcpFbParams::PRECONDITIONER),
         }
     }
 
@@ -576,6 +574,27 @@ impl Formulation for NcpFb {
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
         self.step_detail(model, state, u, h).0
     }
+
+    /// See the module doc, "Known limitations".
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        use crate::model::JointKind::{Ball, Free, Hinge, Slide};
+        let mut out = crate::features::collision(model);
+        out.extend(crate::features::friction_loss(
+            model,
+            &[Free, Ball, Hinge, Slide],
+            "not modelled, the joints move without it",
+        ));
+        out.extend(crate::features::condims(
+            model,
+            &[4, 6],
+            "torsional and rolling friction are not modelled, contacts act as condim 3",
+        ));
+        out.extend(crate::features::integrator(
+            model,
+            "ncp_fb's step is implicit in the velocity (module doc)",
+        ));
+        out
+    }
 }
 
 #[cfg(test)]
@@ -587,8 +606,19 @@ mod tests {
         let v = serde_json::to_value(NcpFbParams::default()).unwrap();
         let obj = v.as_object().unwrap();
         assert_eq!(obj.len(), PARAMS.len());
+        // Parameters that default to `None` take the documented value when resolved.
+        let settings = NcpFb::new(NcpFbParams::default()).unwrap().settings();
+        let resolved = serde_json::json!({
+            "pcr_iterations": settings.pcr_iterations,
+            "pcr_tolerance": settings.pcr_tolerance,
+            "preconditioner": settings.preconditioner,
+        });
         for doc in PARAMS {
-            match &obj[doc.name] {
+            let val = match &obj[doc.name] {
+                serde_json::Value::Null => &resolved[doc.name],
+                v => v,
+            };
+            match val {
                 serde_json::Value::String(s) => assert_eq!(s, doc.default, "{}", doc.name),
                 val => assert_eq!(
                     val.as_f64().unwrap(),
@@ -612,5 +642,58 @@ mod tests {
                 .unwrap();
         assert!(err.to_string().contains("friction_smoothing"), "{err}");
         assert!(crate::formulation::build("ncp_fb", &serde_json::Value::Null).is_ok());
+    }
+
+    /// `pcr_iterations`, `pcr_tolerance` and `preconditioner` used to be accepted and to do
+    /// nothing under `linear_solver: dense` (the default); given explicitly there, each is an
+    /// error naming it, and accepted with `linear_solver: pcr`.
+    #[test]
+    fn pcr_parameters_under_dense_solver_are_errors_naming_the_key() {
+        use serde_json::json;
+        for (key, value) in [
+            ("pcr_iterations", json!(8)),
+            ("pcr_tolerance", json!(1e-6)),
+            ("preconditioner", json!("jacobi")),
+        ] {
+            for solver in [None, Some("dense")] {
+                let mut p = json!({ key: value.clone() });
+                if let Some(s) = solver {
+                    p["linear_solver"] = json!(s);
+                }
+                let err = crate::formulation::build("ncp_fb", &p).err().unwrap();
+                let text = err.to_string();
+                assert!(
+                    text.starts_with(&format!(
+                        "formulation 'ncp_fb': {key}: acts only with linear_solver: pcr"
+                    )),
+                    "{text}"
+                );
+            }
+            let ok = crate::formulation::build(
+                "ncp_fb",
+                &json!({ key: value.clone(), "linear_solver": "pcr" }),
+            );
+            assert!(ok.is_ok(), "{key} with pcr: {:?}", ok.err());
+        }
+        // Through the struct as well: only a key that is set counts as given.
+        let p = NcpFbParams {
+            pcr_iterations: Some(4),
+            ..NcpFbParams::default()
+        };
+        assert!(NcpFb::new(p).is_err());
+        let f = NcpFb::new(NcpFbParams {
+            linear_solver: LinearSolver::Pcr,
+            pcr_iterations: Some(4),
+            ..NcpFbParams::default()
+        })
+        .unwrap();
+        assert_eq!(f.settings().pcr_iterations, 4);
+        assert_eq!(
+            NcpFb::new(NcpFbParams::default())
+                .unwrap()
+                .settings()
+                .pcr_iterations,
+            16
+        );
     }
 }

@@ -49,12 +49,16 @@ pub struct NcpFbParams {
     /// How each Newton system is solved: `dense` (exact Jacobian, LU) or `pcr` (the paper's
     /// matrix-free preconditioned conjugate residuals with W frozen per iteration).
     pub linear_solver: LinearSolver,
-    /// PCR iterations per Newton iteration (the paper runs 16).
-    pub pcr_iterations: usize,
-    /// PCR relative tolerance on the preconditioned system's residual.
-    pub pcr_tolerance: f64,
-    /// PCR preconditioner: `jacobi` or `block_jacobi` (rows sharing a body pair).
-    pub preconditioner: Preconditioner,
+    /// PCR iterations per Newton iteration (the paper runs 16); `None`: 16
+    /// ([`NcpFbParams::PCR_ITERATIONS`]). Acts only with `linear_solver: pcr`: given with
+    /// `dense` it is an error ([`NcpFbParams::validate`]).
+    pub pcr_iterations: Option<usize>,
+    /// PCR relative tolerance on the preconditioned system's residual; `None`: 1e-10
+    /// ([`NcpFbParams::PCR_TOLERANCE`]). Only with `linear_solver: pcr`.
+    pub pcr_tolerance: Option<f64>,
+    /// PCR preconditioner: `jacobi` or `block_jacobi` (rows sharing a body pair); `None`:
+    /// `block_jacobi`. Only with `linear_solver: pcr`.
+    pub preconditioner: Option<Preconditioner>,
 }
 
 /// How position and velocity servos enter an `ncp_fb` step (spec §2.4).
@@ -99,9 +103,9 @@ impl Default for NcpFbParams {
             compliance: 1e-8,
             servo_form: ServoForm::Paper,
             linear_solver: LinearSolver::Dense,
-            pcr_iterations: 16,
-            pcr_tolerance: 1e-10,
-            preconditioner: Preconditioner::BlockJacobi,
+            pcr_iterations: None,
+            pcr_tolerance: None,
+            preconditioner: None,
         }
     }
 }
@@ -121,13 +125,21 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
     ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (position servo alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces; velocity servos are the same row in paper and implicit_pd" },
     ParamDoc { name: "linear_solver", default: "dense", unit: "-", doc: "Newton system: dense (exact Jacobian, LU) or pcr (W frozen, matrix-free PCR, spec 1.6)" },
-    ParamDoc { name: "pcr_iterations", default: "16", unit: "-", doc: "PCR iterations per Newton iteration" },
-    ParamDoc { name: "pcr_tolerance", default: "1e-10", unit: "-", doc: "PCR relative residual tolerance" },
-    ParamDoc { name: "preconditioner", default: "block_jacobi", unit: "-", doc: "PCR preconditioner: jacobi or block_jacobi (rows sharing a body pair)" },
+    ParamDoc { name: "pcr_iterations", default: "16", unit: "-", doc: "PCR iterations per Newton iteration (only with linear_solver: pcr; an error otherwise)" },
+    ParamDoc { name: "pcr_tolerance", default: "1e-10", unit: "-", doc: "PCR relative residual tolerance (only with linear_solver: pcr)" },
+    ParamDoc { name: "preconditioner", default: "block_jacobi", unit: "-", doc: "PCR preconditioner: jacobi or block_jacobi (rows sharing a body pair) (only with linear_solver: pcr)" },
 ];
 
 impl NcpFbParams {
-    /// Check the domains.
+    /// PCR iterations per Newton iteration when `pcr_iterations` is not given.
+    pub const PCR_ITERATIONS: usize = 16;
+    /// PCR relative tolerance when `pcr_tolerance` is not given.
+    pub const PCR_TOLERANCE: f64 = 1e-10;
+    /// PCR preconditioner when `preconditioner` is not given.
+    pub const PRECONDITIONER: Preconditioner = Preconditioner::BlockJacobi;
+
+    /// Check the domains, and that no parameter is given that the other settings leave without
+    /// effect (`pcr_iterations`, `pcr_tolerance`, `preconditioner` with `linear_solver: dense`).
     ///
     /// # Errors
     /// [`FormulationError::BadParams`] naming the parameter.
@@ -141,7 +153,20 @@ impl NcpFbParams {
         if self.newton_iterations == 0 {
             return bad("newton_iterations must be >= 1".into());
         }
-        if self.linear_solver == LinearSolver::Pcr && self.pcr_iterations == 0 {
+        if self.linear_solver != LinearSolver::Pcr {
+            for (key, given) in [
+                ("pcr_iterations", self.pcr_iterations.is_some()),
+                ("pcr_tolerance", self.pcr_tolerance.is_some()),
+                ("preconditioner", self.preconditioner.is_some()),
+            ] {
+                if given {
+                    return bad(format!(
+                        "{key}: acts only with linear_solver: pcr (linear_solver is dense, which solves each Newton system exactly); remove {key} or set linear_solver: pcr"
+                    ));
+                }
+            }
+        }
+        if self.pcr_iterations == Some(0) {
             return bad("pcr_iterations must be >= 1 with linear_solver: pcr".into());
         }
         if self.k_min > self.newton_iterations {
@@ -159,7 +184,10 @@ impl NcpFbParams {
             ("friction_regularization", self.friction_regularization),
             ("detection_margin", self.detection_margin),
             ("compliance", self.compliance),
-            ("pcr_tolerance", self.pcr_tolerance),
+            (
+                "pcr_tolerance",
+                self.pcr_tolerance.unwrap_or(Self::PCR_TOLERANCE),
+            ),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return bad(format!("{what} = {v} must be finite and >= 0"));

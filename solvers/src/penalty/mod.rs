@@ -15,9 +15,21 @@
 //! 4. `q_{n+1} = integrate(q_n, v_{n+1}, h)` (positions from the **new** velocities).
 //!
 //! Divergence (a non-finite state or a mass matrix that is not positive definite) is reported
-//! in the [`StepReport`], never a panic. Equality constraints are not modelled by this
-//! formulation (Newton's attachment springs would be the analogue): a model with equalities is
-//! stepped without them, and [`Penalty::ignores_equalities`] tells the caller so.
+//! in the [`StepReport`], never a panic.
+//!
+//! The model's `<flag>` options are honoured as soft_convex honours them (MuJoCo
+//! `mjtDisableBit`): `gravity` (no gravity in the bias forces, [`smooth_forces`]), `contact`
+//! (no collision), `limit` (no joint-limit springs), `frictionloss` (no joint friction loss);
+//! `equality` has nothing to switch off, and `warmstart`/`refsafe` concern solvers and solref,
+//! which penalty has not. A contact of condim 1 is frictionless (MuJoCo's meaning), whatever
+//! `mu`.
+//!
+//! Not modelled, and listed by [`Formulation::ignored_features`] for a given model: equality
+//! constraints (Newton's attachment springs would be the analogue; the model is stepped
+//! without them), limits and friction loss of ball and free joints (the springs above act on
+//! hinge and slide joints), torsional and rolling friction (condim 4 and 6 act as 3), the
+//! model's `integrator` option, and what collision detection does not handle
+//! ([`crate::features::collision`]).
 //!
 //! Stability (§4.5): roughly `h < 2/√(k_eff/m_eff)` and `h < 2 m_eff / c_eff`, with k_eff and
 //! c_eff summed over parallel contacts and m_eff including the rotational term r²/I.
@@ -29,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actuation::actuator_forces;
 use crate::collision::{detect, Contact};
-use crate::dynamics::{bias_forces, integrate_positions, mass_matrix, passive_forces};
+use crate::dynamics::{integrate_positions, mass_matrix, smooth_forces};
 use crate::formulation::{
     parse_params, ContactRecord, Formulation, FormulationEntry, ParamDoc, StepReport,
 };
@@ -47,8 +59,10 @@ pub struct PenaltyParams {
     /// and 1.33μN at 2 m/s with δ = 1 m/s — and its force falls with slip speed, which makes a
     /// sliding box hop and stop 45 % short on box_slide).
     pub friction: FrictionLaw,
-    /// Huber smoothing δ of the slip speed (m/s); Newton's `friction_smoothing`.
-    pub friction_smoothing: f64,
+    /// Huber smoothing δ of the slip speed (m/s); Newton's `friction_smoothing`. Acts only
+    /// with `friction: huber` (an error with `normalized`); `None`: 1 m/s
+    /// ([`PenaltyParams::FRICTION_SMOOTHING`]).
+    pub friction_smoothing: Option<f64>,
     /// Angular velocity damping rate (1/s) on free and ball joints; warp.sim/Newton use 0.05.
     pub angular_damping: f64,
     /// Joint-limit spring stiffness (N/m or N m/rad).
@@ -65,7 +79,8 @@ pub struct PenaltyParams {
     pub kf: Option<f64>,
     /// Override of the adhesion distance ka (m).
     pub ka: Option<f64>,
-    /// Override of the sliding friction coefficient μ (-).
+    /// Override of the sliding friction coefficient μ (-) of every contact but those of condim
+    /// 1, which stay frictionless.
     pub mu: Option<f64>,
 }
 
@@ -73,7 +88,7 @@ impl Default for PenaltyParams {
     fn default() -> Self {
         Self {
             friction: FrictionLaw::Normalized,
-            friction_smoothing: 1.0,
+            friction_smoothing: None,
             angular_damping: 0.0,
             limit_ke: 1e4,
             limit_kd: 10.0,
@@ -91,7 +106,7 @@ impl Default for PenaltyParams {
 /// struct's defaults.
 pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "friction", default: "normalized", unit: "-", doc: "friction law: normalized (Coulomb, cap exactly mu*N) or huber (Newton's law, for parity; not Coulomb)" },
-    ParamDoc { name: "friction_smoothing", default: "1.0", unit: "m/s", doc: "Huber smoothing of the slip speed" },
+    ParamDoc { name: "friction_smoothing", default: "1.0", unit: "m/s", doc: "Huber smoothing of the slip speed (only with friction: huber; an error otherwise)" },
     ParamDoc { name: "angular_damping", default: "0.0", unit: "1/s", doc: "damping rate of free/ball angular velocity (warp.sim uses 0.05)" },
     ParamDoc { name: "limit_ke", default: "10000.0", unit: "N/m or N m/rad", doc: "joint-limit spring stiffness" },
     ParamDoc { name: "limit_kd", default: "10.0", unit: "N s/m or N m s/rad", doc: "joint-limit damping while moving past the limit" },
@@ -100,7 +115,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "kd", default: "material", unit: "N s/m", doc: "override contact damping" },
     ParamDoc { name: "kf", default: "material", unit: "N s/m", doc: "override viscous friction coefficient" },
     ParamDoc { name: "ka", default: "material", unit: "m", doc: "override adhesion distance" },
-    ParamDoc { name: "mu", default: "material", unit: "-", doc: "override sliding friction coefficient" },
+    ParamDoc { name: "mu", default: "material", unit: "-", doc: "override sliding friction coefficient (condim-1 contacts stay frictionless)" },
 ];
 
 /// Registry entry.
@@ -114,6 +129,16 @@ pub const ENTRY: FormulationEntry = FormulationEntry {
     },
 };
 
+impl PenaltyParams {
+    /// The Huber smoothing δ (m/s) when `friction_smoothing` is not given.
+    pub const FRICTION_SMOOTHING: f64 = 1.0;
+
+    /// The Huber smoothing δ in effect (m/s).
+    pub fn smoothing(&self) -> f64 {
+        self.friction_smoothing.unwrap_or(Self::FRICTION_SMOOTHING)
+    }
+}
+
 /// The penalty formulation.
 #[derive(Debug, Clone)]
 pub struct Penalty {
@@ -125,14 +150,15 @@ impl Penalty {
     /// Build with validated parameters.
     ///
     /// # Errors
-    /// A parameter out of its domain (negative stiffness, non-positive smoothing, ...).
+    /// A parameter out of its domain (negative stiffness, non-positive smoothing, ...), or
+    /// `friction_smoothing` given with `friction: normalized` (which does not use it).
     pub fn new(params: PenaltyParams) -> Result<Self, crate::formulation::FormulationError> {
         let bad = |what: &str, v: f64| crate::formulation::FormulationError::BadParams {
             name: "penalty".into(),
             message: format!("{what} = {v} must be finite and >= 0"),
         };
         let checks = [
-            ("friction_smoothing", Some(params.friction_smoothing)),
+            ("friction_smoothing", params.friction_smoothing),
             ("angular_damping", Some(params.angular_damping)),
             ("limit_ke", Some(params.limit_ke)),
             ("limit_kd", Some(params.limit_kd)),
@@ -150,18 +176,16 @@ impl Penalty {
                 }
             }
         }
-        if params.friction_smoothing <= 0.0 {
-            return Err(bad(
-                "friction_smoothing (must be > 0)",
-                params.friction_smoothing,
-            ));
+        if params.smoothing() <= 0.0 {
+            return Err(bad("friction_smoothing (must be > 0)", params.smoothing()));
+        }
+        if params.friction_smoothing.is_some() && params.friction != FrictionLaw::Huber {
+            return Err(crate::formulation::FormulationError::BadParams {
+                name: "penalty".into(),
+                message: "friction_smoothing: acts only with friction: huber (the normalized law has no smoothing); remove friction_smoothing or set friction: huber".into(),
+            });
         }
         Ok(Self { params })
-    }
-
-    /// True if this formulation would ignore some of `model`'s constraints (equalities).
-    pub fn ignores_equalities(model: &Model) -> bool {
-        !model.equalities.is_empty()
     }
 
     fn coefficients(&self, c: &Contact) -> PenaltyCoefficients {
@@ -172,27 +196,34 @@ impl Penalty {
             kd: p.kd.unwrap_or(m.kd),
             kf: p.kf.unwrap_or(m.kf),
             ka: p.ka.unwrap_or(m.ka),
-            mu: p.mu.unwrap_or(m.penalty_mu),
+            // condim 1: a frictionless contact (MuJoCo), whatever the override.
+            mu: if m.condim == 1 {
+                0.0
+            } else {
+                p.mu.unwrap_or(m.penalty_mu)
+            },
         }
     }
 
-    /// Joint-limit and friction-loss forces (length nv).
+    /// Joint-limit and friction-loss forces (length nv) on hinge and slide joints; none for
+    /// the stages the model disables (`limit`, `frictionloss`).
     fn joint_forces(&self, model: &Model, q: &DVector<f64>, v: &DVector<f64>) -> DVector<f64> {
         let p = &self.params;
+        let off = model.options.disable;
         let mut f = DVector::zeros(model.nv);
         for j in &model.joints {
             if !matches!(j.kind, JointKind::Hinge | JointKind::Slide) {
                 continue;
             }
             let (qj, vj, d) = (q[j.qpos_adr], v[j.dof_adr], j.dof_adr);
-            if let Some((lo, hi)) = j.range {
+            if let Some((lo, hi)) = j.range.filter(|_| !off.limit) {
                 if qj < lo {
                     f[d] += p.limit_ke * (lo - qj) - p.limit_kd * vj.min(0.0);
                 } else if qj > hi {
                     f[d] += p.limit_ke * (hi - qj) - p.limit_kd * vj.max(0.0);
                 }
             }
-            if j.frictionloss > 0.0 && vj != 0.0 {
+            if j.frictionloss > 0.0 && vj != 0.0 && !off.frictionloss {
                 f[d] -= vj.signum() * (p.frictionloss_kv * vj.abs()).min(j.frictionloss);
             }
         }
@@ -221,10 +252,14 @@ impl Formulation for Penalty {
             return StepReport::explicit(Vec::new()).check_divergence(state);
         }
         let kin = forward_kinematics(model, &state.q);
-        let contacts = detect(model, &kin);
-        let mut tau = passive_forces(model, &state.q, &state.v)
-            + actuator_forces(model, &state.q, &state.v, u)
-            - bias_forces(model, &kin, &state.v)
+        let contacts = if model.options.disable.contact {
+            Vec::new()
+        } else {
+            detect(model, &kin)
+        };
+        // passive − bias + actuation, gravity removed when the model disables it.
+        let actuation = actuator_forces(model, &state.q, &state.v, u);
+        let mut tau = smooth_forces(model, &kin, &state.q, &state.v, &actuation)
             + self.joint_forces(model, &state.q, &state.v);
 
         // Contact forces at (q_n, v_n).
@@ -241,7 +276,7 @@ impl Formulation for Penalty {
             let (fnormal, ft) = contact_force(
                 &coef,
                 self.params.friction,
-                self.params.friction_smoothing,
+                self.params.smoothing(),
                 &n,
                 d,
                 &vrel,
@@ -298,6 +333,36 @@ impl Formulation for Penalty {
             .collect();
         StepReport::explicit(records).check_divergence(state)
     }
+
+    /// See the module doc.
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        use crate::features as f;
+        let mut out = f::collision(model);
+        out.extend(f::equalities(
+            model,
+            "not modelled, the model is stepped without them",
+        ));
+        out.extend(f::limits(
+            model,
+            &[JointKind::Ball],
+            "penalty's limit springs act on hinge and slide joints only",
+        ));
+        out.extend(f::friction_loss(
+            model,
+            &[JointKind::Ball, JointKind::Free],
+            "penalty's friction loss acts on hinge and slide joints only",
+        ));
+        out.extend(f::condims(
+            model,
+            &[4, 6],
+            "torsional and rolling friction are not modelled, contacts act as condim 3",
+        ));
+        out.extend(f::integrator(
+            model,
+            "penalty integrates with semi-implicit Euler",
+        ));
+        out
+    }
 }
 
 #[cfg(test)]
@@ -312,6 +377,9 @@ mod tests {
         for doc in PARAMS {
             let val = &obj[doc.name];
             let shown = match val {
+                serde_json::Value::Null if doc.name == "friction_smoothing" => {
+                    format!("{:?}", PenaltyParams::FRICTION_SMOOTHING)
+                }
                 serde_json::Value::Null => "material".to_string(),
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => format!("{:?}", n.as_f64().unwrap()),
@@ -319,6 +387,33 @@ mod tests {
             };
             assert_eq!(shown, doc.default, "parameter {}", doc.name);
         }
+    }
+
+    /// `friction_smoothing` used to be accepted and do nothing under `friction: normalized`
+    /// (the default law, which has no smoothing): now an error naming it; with `huber` it acts.
+    #[test]
+    fn friction_smoothing_without_the_huber_law_is_an_error_naming_the_key() {
+        use serde_json::json;
+        for p in [
+            json!({"friction_smoothing": 0.1}),
+            json!({"friction_smoothing": 0.1, "friction": "normalized"}),
+        ] {
+            let err = crate::formulation::build("penalty", &p)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.starts_with(
+                    "formulation 'penalty': friction_smoothing: acts only with friction: huber"
+                ),
+                "{err}"
+            );
+        }
+        let p: PenaltyParams =
+            serde_json::from_value(json!({"friction_smoothing": 0.1, "friction": "huber"}))
+                .unwrap();
+        assert_eq!(Penalty::new(p).unwrap().params.smoothing(), 0.1);
+        assert_eq!(PenaltyParams::default().smoothing(), 1.0);
     }
 
     #[test]

@@ -210,4 +210,26 @@ impl Formulation for Signorini {
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
         self.step_detail(model, state, u, h).0
     }
+
+    /// soft_convex's list ([`crate::features::collision`]) plus the model options signorini
+    /// overrides: a `solver` other than Newton and an `integrator` other than Euler. The
+    /// model's `cone` is not listed: signorini is defined on the elliptic cone (module doc), and
+    /// the option's default (pyramidal) cannot be told from an explicit request.
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        let mut out = crate::features::collision(model);
+        if model.options.solver != SolverKind::Newton {
+            out.push(crate::features::IgnoredFeature::new(
+                "option.solver",
+                format!(
+                    "the model asks for solver {:?}: signorini always solves with Newton",
+                    model.options.solver
+                ),
+            ));
+        }
+        out.extend(crate::features::integrator(
+            model,
+            "signorini integrates with semi-implicit Euler",
+        ));
+        out
+    }
 }

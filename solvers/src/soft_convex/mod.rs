@@ -71,7 +71,9 @@ pub struct SoftConvexParams {
     /// Replace every contact's solref by the direct-format solref that realizes a physical
     /// spring-damper along the normal ([`rows::physical_solref`]), with the geoms' penalty
     /// material `ke`, `kd` (the penalty formulation's contact) unless overridden below.
-    pub physical_contact: bool,
+    /// `None` (the default) means off unless `ke` or `kd` is given; `false` together with `ke`
+    /// or `kd` is an error (they would have no effect).
+    pub physical_contact: Option<bool>,
     /// Override of the physical contact stiffness (N/m); implies `physical_contact`.
     pub ke: Option<f64>,
     /// Override of the physical contact damping (N s/m); implies `physical_contact`.
@@ -204,13 +206,32 @@ pub const ENTRY: FormulationEntry = FormulationEntry {
 };
 
 /// The soft_convex formulation. Holds the warm start and the inverse weights of the model it
-/// was last stepped with.
+/// was last stepped with, with the model data they were computed from.
 #[derive(Debug, Clone)]
 pub struct SoftConvex {
     /// Parameters.
     pub params: SoftConvexParams,
     warm: Option<DVector<f64>>,
-    inv: Option<(usize, usize, InvWeights)>,
+    inv: Option<(WeightsKey, InvWeights)>,
+}
+
+/// Everything [`InvWeights::new`] reads from a model: the bodies (tree, placement, mass, COM,
+/// inertia), the joints (kind, anchor, axis, armature, reference) and `qpos0`. Two models with
+/// equal keys have equal inverse weights; a model that differs in any of them (a mass, say)
+/// gets its own. (Fixed: the cache was keyed by `nq` and the body count, so a formulation
+/// stepped alternately on two models that differ only in a mass reused the first model's
+/// weights for the second.)
+#[derive(Debug, Clone, PartialEq)]
+struct WeightsKey {
+    bodies: Vec<crate::model::Body>,
+    joints: Vec<crate::model::Joint>,
+    qpos0: DVector<f64>,
+}
+
+impl WeightsKey {
+    fn matches(&self, model: &Model) -> bool {
+        self.bodies == model.bodies && self.joints == model.joints && self.qpos0 == model.qpos0
+    }
 }
 
 /// Diagnostics of the last step, for tests and per-step logs.
@@ -228,7 +249,8 @@ impl SoftConvex {
     /// Build with validated parameters.
     ///
     /// # Errors
-    /// Non-positive tolerance, impratio or iteration counts.
+    /// Non-positive tolerance, impratio or iteration counts; `ke` or `kd` with
+    /// `physical_contact: false`.
     pub fn new(params: SoftConvexParams) -> Result<Self, FormulationError> {
         let bad = |m: String| FormulationError::BadParams {
             name: "soft_convex".into(),
@@ -256,6 +278,15 @@ impl SoftConvex {
                 }
             }
         }
+        if params.physical_contact == Some(false) {
+            for (key, given) in [("ke", params.ke.is_some()), ("kd", params.kd.is_some())] {
+                if given {
+                    return Err(bad(format!(
+                        "{key}: acts only with physical_contact (it implies it), but physical_contact is false; remove {key} or physical_contact: false"
+                    )));
+                }
+            }
+        }
         if params.ls_iterations == Some(0) {
             return Err(bad("ls_iterations must be >= 1".into()));
         }
@@ -280,12 +311,18 @@ impl SoftConvex {
         self.warm = None;
     }
 
-    /// Compute the inverse weights at qpos0 once per model (recomputed only if the model's
-    /// sizes change); the step then borrows them without copying.
+    /// Compute the inverse weights at qpos0 once per model: recomputed whenever any quantity
+    /// they depend on differs from the last model's ([`WeightsKey`]); the step then borrows
+    /// them without copying.
     fn ensure_inv_weights(&mut self, model: &Model) {
-        let fresh = matches!(&self.inv, Some((nq, nb, w)) if *nq == model.nq && *nb == model.bodies.len() && w.dof.len() == model.nv);
+        let fresh = matches!(&self.inv, Some((key, _)) if key.matches(model));
         if !fresh {
-            self.inv = Some((model.nq, model.bodies.len(), InvWeights::new(model)));
+            let key = WeightsKey {
+                bodies: model.bodies.clone(),
+                joints: model.joints.clone(),
+                qpos0: model.qpos0.clone(),
+            };
+            self.inv = Some((key, InvWeights::new(model)));
         }
     }
 
@@ -354,10 +391,10 @@ impl SoftConvex {
             detect(model, &kin)
         };
         self.ensure_inv_weights(model);
-        let inv = &self.inv.as_ref().expect("set just above").2;
+        let inv = &self.inv.as_ref().expect("set just above").1;
         let sp = &self.params;
-        let physical =
-            (sp.physical_contact || sp.ke.is_some() || sp.kd.is_some()).then_some((sp.ke, sp.kd));
+        let physical = (sp.physical_contact == Some(true) || sp.ke.is_some() || sp.kd.is_some())
+            .then_some((sp.ke, sp.kd));
         let settings = RowSettings {
             cone: p.cone,
             impratio: p.impratio,
@@ -576,5 +613,49 @@ impl Formulation for SoftConvex {
 
     fn step(&mut self, model: &Model, state: &mut State, u: &[f64], h: f64) -> StepReport {
         self.step_detail(model, state, u, h).0
+    }
+
+    /// Only what collision detection does not handle ([`crate::features::collision`]): every
+    /// constraint kind, condim and flag is modelled, and a solver or integrator option it does
+    /// not implement makes every step's report say so (`diverged`).
+    fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
+        crate::features::collision(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// `ke`/`kd` imply `physical_contact`; given with an explicit `physical_contact: false`
+    /// they would do nothing: an error naming the key. Without `physical_contact`, or with
+    /// `true`, they are accepted.
+    #[test]
+    fn physical_contact_overrides_with_physical_contact_off_are_errors_naming_the_key() {
+        for key in ["ke", "kd"] {
+            let p = json!({"physical_contact": false, key: 1e5});
+            let err = crate::formulation::build("soft_convex", &p)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "formulation 'soft_convex': {key}: acts only with physical_contact"
+                )),
+                "{err}"
+            );
+            for ok in [
+                json!({key: 1e5}),
+                json!({"physical_contact": true, key: 1e5}),
+            ] {
+                assert!(
+                    crate::formulation::build("soft_convex", &ok).is_ok(),
+                    "{ok}"
+                );
+            }
+        }
+        assert!(
+            crate::formulation::build("soft_convex", &json!({"physical_contact": false})).is_ok()
+        );
     }
 }
