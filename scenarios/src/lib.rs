@@ -18,6 +18,8 @@ use contactlab_solvers::{Model, ModelError, State, StepReport};
 pub mod benchmark;
 pub mod closed_form;
 pub mod gradcheck;
+pub mod input_file;
+pub mod limits;
 pub mod mesh_file;
 pub mod mjcf;
 pub mod recorded;
