@@ -307,7 +307,7 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     let steps = sweep::step_count_f64(horizon, h);
     if steps > max_steps as f64 {
         return Err(InputError(format!(
-            "--timestep {h} --horizon {horizon}: the run needs {steps:.3e} steps, over the limit of {max_steps}; pass --max-steps to raise it"
+            "--timestep {h:e} --horizon {horizon:e}: the run needs {steps:.3e} steps, over the limit of {max_steps}; pass --max-steps to raise it"
         ))
         .into());
     }

@@ -375,7 +375,7 @@ pub fn plan(
                 return Err(err(
                     &key,
                     format!(
-                        "a cell needs {:.3e} steps (horizon {horizon} s / timestep {h} s), over the limit of {max_steps}; set `max_steps:` to raise it",
+                        "a cell needs {:.3e} steps (horizon {horizon:e} s / timestep {h:e} s), over the limit of {max_steps}; set `max_steps:` to raise it",
                         step_count_f64(horizon, h)
                     ),
                 ));
@@ -385,7 +385,7 @@ pub fn plan(
                     return Err(err(
                         "reference.timestep",
                         format!(
-                            "the reference run needs {:.3e} steps (horizon {horizon} s / reference timestep {timestep} s), over the limit of {max_steps}; set `max_steps:` to raise it",
+                            "the reference run needs {:.3e} steps (horizon {horizon:e} s / reference timestep {timestep:e} s), over the limit of {max_steps}; set `max_steps:` to raise it",
                             step_count_f64(horizon, *timestep)
                         ),
                     ));

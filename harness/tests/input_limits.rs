@@ -202,7 +202,7 @@ fn jobs_beyond_the_cores_are_clamped_with_a_note() {
 #[test]
 fn mesh_terrain_beyond_its_limits_names_the_key() {
     let text = "name: limits\nscenes:\n  - name: mesh_terrain\n    grid: 100000\nformulations:\n  - name: falling_point\n";
-    assert_refused(text, 4, &["scenes[0].grid", "limit of 1048576"]);
+    assert_refused(text, 4, &["scenes[0].grid", "limit of 262144"]);
     let text = "name: limits\nscenes:\n  - name: mesh_terrain\n    layers: 1000000000\nformulations:\n  - name: falling_point\n";
     assert_refused(text, 4, &["scenes[0].layers", "limit of 64"]);
 }

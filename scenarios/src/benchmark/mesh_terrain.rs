@@ -528,7 +528,7 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         return Err(bad(
             name,
             format!(
-                "grid: {0} x {0} cells exceed the limit of {MAX_TERRAIN_CELLS} cells (grid <= 1024)",
+                "grid: {0} x {0} cells exceed the limit of {MAX_TERRAIN_CELLS} cells (grid <= 512)",
                 p.grid
             ),
         ));
