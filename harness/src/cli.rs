@@ -94,7 +94,8 @@ The file can serve as a `reference: {kind: trajectory, file: ...}` of an experim
 struct RunArgs {
     /// The experiment file (YAML); default: the built-in configs/quickstart.yaml.
     config: Option<PathBuf>,
-    /// Worker threads (default: the file's `jobs`, else the number of cores).
+    /// Worker threads (default: the file's `jobs`, else the number of cores); at least 1, more
+    /// than the machine's cores are clamped to them with a note.
     #[arg(long, short)]
     jobs: Option<usize>,
     /// Parent folder of results; the experiment writes into <OUT>/<name>/.
@@ -128,6 +129,9 @@ struct SimulateArgs {
     /// Simulated time (s); default: the scene's horizon.
     #[arg(long, value_name = "T")]
     horizon: Option<f64>,
+    /// Most steps (horizon / timestep) the run may take (default 10,000,000).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
     /// Output file, .csv or .parquet.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
@@ -194,11 +198,13 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if a.jobs == Some(0) {
         return Err(InputError("--jobs must be at least 1".into()).into());
     }
-    let jobs = a.jobs.or(plan.config.jobs).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let (jobs, note) = clamp_jobs(a.jobs.or(plan.config.jobs), cores);
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
     let dir = a.out.join(&plan.config.name);
     let opts = RunOptions {
         dir: dir.clone(),
@@ -227,6 +233,23 @@ fn cmd_report(dir: &Path) -> anyhow::Result<()> {
         println!("{}", p.display());
     }
     Ok(())
+}
+
+/// Worker threads for a request of `requested` (`None`: all) on a machine of `cores` cores:
+/// at most `cores`, with a note when a larger request was clamped. `Some(0)` is refused
+/// before this is called.
+pub fn clamp_jobs(requested: Option<usize>, cores: usize) -> (usize, Option<String>) {
+    let cores = cores.max(1);
+    match requested {
+        Some(n) if n > cores => (
+            cores,
+            Some(format!(
+                "jobs = {n} is more than this machine's {cores} cores; running {cores} threads"
+            )),
+        ),
+        Some(n) => (n, None),
+        None => (cores, None),
+    }
 }
 
 /// Parse `KEY=VALUE` flags into a JSON object.
@@ -280,6 +303,16 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if !(horizon.is_finite() && horizon >= h) {
         return Err(InputError(format!(
             "--horizon {horizon}: must be at least one step ({h} s)"
+        ))
+        .into());
+    }
+    let max_steps = a
+        .max_steps
+        .unwrap_or(contactlab_scenarios::limits::DEFAULT_MAX_STEPS);
+    let steps = sweep::step_count_f64(horizon, h);
+    if steps > max_steps as f64 {
+        return Err(InputError(format!(
+            "--timestep {h:e} --horizon {horizon:e}: the run needs {steps:.3e} steps, over the limit of {max_steps}; pass --max-steps to raise it"
         ))
         .into());
     }

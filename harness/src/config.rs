@@ -90,9 +90,15 @@ pub struct ExperimentConfig {
     /// Where formulations execute.
     #[serde(default)]
     pub engine: Engine,
-    /// Worker threads; `--jobs` overrides; default: the number of cores.
+    /// Worker threads; `--jobs` overrides; default: the number of cores. At least 1; more
+    /// than the machine's cores are clamped to them with a note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<usize>,
+    /// Most steps (`horizon / timestep`) one run may take, for each cell and its reference
+    /// run; default [`contactlab_scenarios::limits::DEFAULT_MAX_STEPS`]. A cell over it is
+    /// refused before anything runs; set this key to raise the limit on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
     /// Write one per-step log per cell to `steps/<cell>.parquet`.
     #[serde(default)]
     pub log_steps: bool,
@@ -233,11 +239,15 @@ pub const QUICKSTART_YAML: &str = include_str!("../../configs/quickstart.yaml");
 /// # Errors
 /// Unreadable file, YAML syntax, unknown key, wrong type: a [`ConfigError`] with the line.
 pub fn load(path: &Path) -> Result<(ExperimentConfig, String), ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = contactlab_scenarios::input_file::read_text(
+        path,
+        contactlab_scenarios::limits::MAX_CONFIG_BYTES,
+    )
+    .map_err(|e| ConfigError {
         file: path.to_path_buf(),
         line: None,
         key: String::new(),
-        message: format!("cannot read the experiment file: {e}"),
+        message: format!("cannot read the experiment file: {}", e.message),
     })?;
     let cfg = parse(path, &text)?;
     Ok((cfg, text))

@@ -5,6 +5,10 @@
 //! A `scene.<p>` axis applies to the scenes that have parameter `p` (in their registry
 //! documentation or in their entry), a `formulation.<p>` axis likewise; others do not multiply.
 //!
+//! Limits ([`contactlab_scenarios::limits`]): the grid is counted before it is expanded and
+//! may hold at most [`MAX_CELLS`] cells; each run (a cell, and its `same_formulation`
+//! reference run) may take at most `max_steps` steps (default [`DEFAULT_MAX_STEPS`]).
+//!
 //! Each cell has a stable id, a hash of everything that determines its row, including the
 //! contents of the files it reads ([`crate::inputs`]), so a rerun finds the cells already
 //! finished (see [`crate::runner`]) and reruns those whose inputs changed.
@@ -16,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::catalog::Catalog;
 use crate::config::{locate, ConfigError, ExperimentConfig, ReferenceSpec};
+use contactlab_scenarios::limits::{DEFAULT_MAX_STEPS, MAX_CELLS, MAX_TABLE_BYTES};
 
 /// One point of the experiment grid.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,6 +188,10 @@ pub fn plan(
     if cfg.jobs == Some(0) {
         return Err(err("jobs", "must be at least 1".into()));
     }
+    if cfg.max_steps == Some(0) {
+        return Err(err("max_steps", "must be at least 1".into()));
+    }
+    let max_steps = cfg.max_steps.unwrap_or(DEFAULT_MAX_STEPS);
     if !(cfg.accuracy_threshold.is_finite() && cfg.accuracy_threshold > 0.0) {
         return Err(err(
             "accuracy_threshold",
@@ -238,11 +247,8 @@ pub fn plan(
         }
         ReferenceSpec::Trajectory { file: f } => {
             let f = base.join(f);
-            if std::fs::File::open(&f).is_err() {
-                return Err(err(
-                    "reference.file",
-                    format!("cannot read '{}'", f.display()),
-                ));
+            if let Err(e) = contactlab_scenarios::input_file::check(&f, MAX_TABLE_BYTES) {
+                return Err(err("reference.file", format!("cannot read {e}")));
             }
             ReferenceSpec::Trajectory { file: f }
         }
@@ -308,6 +314,27 @@ pub fn plan(
         stems.insert(stem, i);
     }
 
+    // The grid's size, counted before anything is expanded.
+    let n = grid_size(
+        &cfg,
+        catalog,
+        timesteps.as_ref().map_or(1, Vec::len),
+        seeds.len(),
+        &scene_axes,
+        &formulation_axes,
+    );
+    if n > MAX_CELLS {
+        let key = if cfg.sweep.is_empty() {
+            "scenes"
+        } else {
+            "sweep"
+        };
+        return Err(err(
+            key,
+            format!("the grid has {n} cells (scenes x formulations x sweep values), over the limit of {MAX_CELLS}; split the experiment"),
+        ));
+    }
+
     // Registry names and parameters; expansion.
     let mut cells = Vec::new();
     let mut digests = crate::inputs::Digests::default();
@@ -362,6 +389,39 @@ pub fn plan(
                     &key,
                     format!("horizon {horizon} s is shorter than one step of {hmax} s"),
                 ));
+            }
+            // Steps per run, for the cell and for its reference run, within `max_steps`.
+            let too_many = |h: f64| step_count_f64(horizon, h) > max_steps as f64;
+            if let Some(&h) = hs.iter().find(|&&h| too_many(h)) {
+                // Blame the experiment's horizon when the scene's own would fit, else the
+                // timestep (the sweep's, or the scene model's).
+                let key = if cfg.horizon.is_some()
+                    && step_count_f64(scene.horizon, h) <= max_steps as f64
+                {
+                    "horizon".to_string()
+                } else if timesteps.is_some() {
+                    "sweep.timestep".to_string()
+                } else {
+                    format!("scenes[{si}]")
+                };
+                return Err(err(
+                    &key,
+                    format!(
+                        "a cell needs {:.3e} steps (horizon {horizon:e} s / timestep {h:e} s), over the limit of {max_steps}; set `max_steps:` to raise it",
+                        step_count_f64(horizon, h)
+                    ),
+                ));
+            }
+            if let ReferenceSpec::SameFormulation { timestep } = &reference {
+                if too_many(*timestep) {
+                    return Err(err(
+                        "reference.timestep",
+                        format!(
+                            "the reference run needs {:.3e} steps (horizon {horizon:e} s / reference timestep {timestep:e} s), over the limit of {max_steps}; set `max_steps:` to raise it",
+                            step_count_f64(horizon, *timestep)
+                        ),
+                    ));
+                }
             }
             for (fi, f) in cfg.formulations.iter().enumerate() {
                 let fentry = catalog
@@ -482,6 +542,56 @@ fn param_key(message: &str, entry: &str, combo: &[(String, Value)], kind: &str) 
         return format!("{entry}.{field}");
     }
     entry.to_string()
+}
+
+/// [`crate::runner::step_count`] in `f64`, without the cast that saturates for huge ratios.
+pub fn step_count_f64(horizon: f64, h: f64) -> f64 {
+    ((horizon / h) - 1e-9).ceil().max(1.0)
+}
+
+/// Number of cells the grid would expand to (saturating at `usize::MAX`), computed from the
+/// list lengths alone: per scene entry its variants times its `scene.*` axes, times the sum
+/// over formulation entries of their `formulation.*` axes, times timesteps and seeds. Entries
+/// whose names or variants do not resolve count once (expansion reports them).
+fn grid_size(
+    cfg: &ExperimentConfig,
+    catalog: &Catalog,
+    n_timesteps: usize,
+    n_seeds: usize,
+    scene_axes: &BTreeMap<String, Vec<Value>>,
+    formulation_axes: &BTreeMap<String, Vec<Value>>,
+) -> usize {
+    let axes = |axes: &BTreeMap<String, Vec<Value>>, has: &dyn Fn(&str) -> bool| {
+        axes.iter()
+            .filter(|(p, _)| has(p))
+            .fold(1usize, |n, (_, v)| n.saturating_mul(v.len()))
+    };
+    let per_scene = cfg
+        .formulations
+        .iter()
+        .map(|f| match catalog.formulation(&f.name) {
+            Ok(e) => axes(formulation_axes, &|p| {
+                f.params.contains_key(p) || e.params.iter().any(|d| d.name == p)
+            }),
+            Err(_) => 1,
+        })
+        .fold(0usize, usize::saturating_add)
+        .saturating_mul(n_timesteps)
+        .saturating_mul(n_seeds);
+    cfg.scenes
+        .iter()
+        .map(|s| {
+            let Ok(e) = catalog.scene(&s.name) else {
+                return 1;
+            };
+            let variants = contactlab_scenarios::expand(&s.name, &s.params).map_or(1, |v| v.len());
+            variants
+                .saturating_mul(axes(scene_axes, &|p| {
+                    s.params.contains_key(p) || e.params.iter().any(|d| d.name == p)
+                }))
+                .saturating_mul(per_scene)
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// Cartesian product of axes (one empty combination when there are none).

@@ -79,8 +79,17 @@ impl Trajectory {
     /// Read a trajectory file (see the module doc for columns).
     ///
     /// # Errors
-    /// Unreadable file or missing columns.
+    /// Unreadable file, not a regular file, over
+    /// [`contactlab_scenarios::limits::MAX_TABLE_BYTES`], or missing columns.
     pub fn read(path: &Path) -> Result<Self, ResultsError> {
+        contactlab_scenarios::input_file::check(
+            path,
+            contactlab_scenarios::limits::MAX_TABLE_BYTES,
+        )
+        .map_err(|e| ResultsError::Table {
+            path: path.to_path_buf(),
+            message: e.message,
+        })?;
         let df = read_frame(path)?;
         let bad = |m: String| ResultsError::Table {
             path: path.to_path_buf(),

@@ -21,6 +21,8 @@ pub mod benchmark;
 pub mod closed_form;
 pub mod data_dir;
 pub mod gradcheck;
+pub mod input_file;
+pub mod limits;
 pub mod mesh_file;
 pub mod mjcf;
 pub mod recorded;

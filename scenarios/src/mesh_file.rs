@@ -8,10 +8,18 @@
 //! * `.stl` (ASCII or binary) through `stl_io` (vertices deduplicated by stl_io); its errors
 //!   quote the offending ASCII line's tokens, not its number.
 //!
+//! The file is read at most [`MAX_MESH_FILE_BYTES`] from a regular file
+//! ([`crate::input_file`]); a mesh with more than [`MAX_MESH_VERTICES`] vertices or
+//! [`MAX_MESH_FACES`] triangles, or with a non-finite coordinate (named by its OBJ line), is an
+//! error ([`crate::limits`]).
+//!
 //! Vertices stay `f32` as both parsers give them (MuJoCo stores mesh vertices in `f32` too);
 //! units are those of the file (callers scale).
 
 use std::path::{Path, PathBuf};
+
+use crate::input_file;
+use crate::limits::{MAX_MESH_FACES, MAX_MESH_FILE_BYTES, MAX_MESH_VERTICES};
 
 /// A triangle mesh as read from a file.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,8 +61,9 @@ pub struct MeshFileError {
 /// faces of such a mesh from its convex hull); callers that need triangles check.
 ///
 /// # Errors
-/// [`MeshFileError`] naming `path`: missing or unreadable file, parse error (with the line for
-/// OBJ position and face errors), unsupported extension.
+/// [`MeshFileError`] naming `path`: missing or unreadable file, not a regular file, over the
+/// size limit, parse error (with the line for OBJ position and face errors), unsupported
+/// extension, too many vertices or triangles, a non-finite coordinate (with its OBJ line).
 pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
     let err = |kind, line, message: String| MeshFileError {
         kind,
@@ -68,37 +77,30 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
         .unwrap_or_default();
     match ext.as_str() {
         "stl" => {
-            let mut f = std::fs::File::open(path)
-                .map_err(|e| err(MeshFileErrorKind::Io, None, e.to_string()))?;
-            let m = stl_io::read_stl(&mut f)
+            let bytes = read(path)?;
+            let m = stl_io::read_stl(&mut std::io::Cursor::new(bytes))
                 .map_err(|e| err(MeshFileErrorKind::Malformed, None, e.to_string()))?;
-            let vertices = m.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
+            let vertices: Vec<[f32; 3]> = m.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
             let triangles = m
                 .faces
                 .iter()
                 .map(|t| t.vertices.map(|i| i as u32))
                 .collect();
-            Ok(MeshData {
-                vertices,
-                triangles,
-            })
+            checked(path, || None, vertices, triangles)
         }
         "obj" => {
-            if !path.is_file() {
-                return Err(err(MeshFileErrorKind::Io, None, "no such file".into()));
-            }
-            if let Ok(text) = std::fs::read_to_string(path) {
-                for (i, line) in text.lines().enumerate() {
-                    let mut tok = line.split_whitespace();
-                    if tok.next() == Some("f") {
-                        let n = tok.count();
-                        if n < 3 {
-                            return Err(err(
-                                MeshFileErrorKind::Malformed,
-                                Some(i + 1),
-                                format!("face with {n} vertices (a face needs at least 3)"),
-                            ));
-                        }
+            let bytes = read(path)?;
+            let text = String::from_utf8_lossy(&bytes);
+            for (i, line) in text.lines().enumerate() {
+                let mut tok = line.split_whitespace();
+                if tok.next() == Some("f") {
+                    let n = tok.count();
+                    if n < 3 {
+                        return Err(err(
+                            MeshFileErrorKind::Malformed,
+                            Some(i + 1),
+                            format!("face with {n} vertices (a face needs at least 3)"),
+                        ));
                     }
                 }
             }
@@ -107,8 +109,12 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
                 single_index: true,
                 ..Default::default()
             };
-            let (models, _) = tobj::load_obj(path, &opts).map_err(|e| {
-                let line = obj_error_line(path, e);
+            // Materials are visual: `mtllib` files are never opened.
+            let (models, _) = tobj::load_obj_buf(&mut bytes.as_slice(), &opts, |_: &Path| {
+                Err(tobj::LoadError::OpenFileFailed)
+            })
+            .map_err(|e| {
+                let line = obj_error_line(&text, e);
                 let kind = match e {
                     tobj::LoadError::OpenFileFailed | tobj::LoadError::ReadError => {
                         MeshFileErrorKind::Io
@@ -127,11 +133,23 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
                         .chunks_exact(3)
                         .map(|c| [base + c[0], base + c[1], base + c[2]]),
                 );
+                if vertices.len() > MAX_MESH_VERTICES || triangles.len() > MAX_MESH_FACES {
+                    break;
+                }
             }
-            Ok(MeshData {
-                vertices,
-                triangles,
-            })
+            // The first `v` line with a non-finite coordinate, for the error.
+            let bad_line = || {
+                text.lines()
+                    .position(|l| {
+                        let mut tok = l.split_whitespace();
+                        tok.next() == Some("v")
+                            && tok
+                                .take(3)
+                                .any(|x| x.parse::<f32>().is_ok_and(|x| !x.is_finite()))
+                    })
+                    .map(|i| i + 1)
+            };
+            checked(path, bad_line, vertices, triangles)
         }
         _ => Err(err(
             MeshFileErrorKind::Unsupported,
@@ -141,11 +159,65 @@ pub fn load_mesh_file(path: &Path) -> Result<MeshData, MeshFileError> {
     }
 }
 
+/// The file's bytes, at most [`MAX_MESH_FILE_BYTES`] from a regular file.
+fn read(path: &Path) -> Result<Vec<u8>, MeshFileError> {
+    input_file::read_bytes(path, MAX_MESH_FILE_BYTES).map_err(|e| MeshFileError {
+        kind: MeshFileErrorKind::Io,
+        path: path.to_path_buf(),
+        line: None,
+        message: e.message,
+    })
+}
+
+/// The mesh, once its counts are within [`MAX_MESH_VERTICES`] and [`MAX_MESH_FACES`] and
+/// every coordinate is finite (`nan_line`: the OBJ line of the first non-finite vertex, looked
+/// up only on error).
+fn checked(
+    path: &Path,
+    nan_line: impl FnOnce() -> Option<usize>,
+    vertices: Vec<[f32; 3]>,
+    triangles: Vec<[u32; 3]>,
+) -> Result<MeshData, MeshFileError> {
+    let err = |line, message: String| MeshFileError {
+        kind: MeshFileErrorKind::Malformed,
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    if vertices.len() > MAX_MESH_VERTICES {
+        return Err(err(
+            None,
+            format!("more than the limit of {MAX_MESH_VERTICES} vertices"),
+        ));
+    }
+    if triangles.len() > MAX_MESH_FACES {
+        return Err(err(
+            None,
+            format!("more than the limit of {MAX_MESH_FACES} triangles"),
+        ));
+    }
+    if let Some(k) = vertices
+        .iter()
+        .position(|v| v.iter().any(|x| !x.is_finite()))
+    {
+        return Err(err(
+            nan_line(),
+            format!(
+                "vertex {k} is {:?}; coordinates must be finite numbers",
+                vertices[k]
+            ),
+        ));
+    }
+    Ok(MeshData {
+        vertices,
+        triangles,
+    })
+}
+
 /// The 1-based line of the first OBJ statement that explains tobj's error `e`, if found: a
 /// `v` line whose coordinates do not parse (position error) or an `f` line with fewer than 3
 /// vertices or an index that is not a non-zero integer (face error).
-fn obj_error_line(path: &Path, e: tobj::LoadError) -> Option<usize> {
-    let text = std::fs::read_to_string(path).ok()?;
+fn obj_error_line(text: &str, e: tobj::LoadError) -> Option<usize> {
     if e == tobj::LoadError::FaceVertexOutOfBounds {
         // The first face that refers to a vertex not defined before it (OBJ indices are
         // 1-based; negative ones count back from the last vertex so far).

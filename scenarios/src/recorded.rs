@@ -107,6 +107,9 @@ pub enum RecordedError {
         /// What is wrong.
         message: String,
     },
+    /// The file is not a regular file or is over [`crate::limits::MAX_TABLE_BYTES`].
+    #[error("{0}")]
+    Input(#[from] crate::input_file::InputFileError),
     /// A toss named by a parameter does not exist.
     #[error("no toss '{toss}' in {}: {why}", dir.display())]
     NoSuchToss {
@@ -122,12 +125,10 @@ pub enum RecordedError {
 /// Read one toss file.
 ///
 /// # Errors
-/// [`RecordedError::Io`] if unreadable, [`RecordedError::Parse`] (file and line) if malformed.
+/// [`RecordedError::Input`] if missing, unreadable, not a regular file or over
+/// [`crate::limits::MAX_TABLE_BYTES`]; [`RecordedError::Parse`] (file and line) if malformed.
 pub fn read_toss(path: &Path) -> Result<TossRecording, RecordedError> {
-    let text = std::fs::read_to_string(path).map_err(|source| RecordedError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::input_file::read_text(path, crate::limits::MAX_TABLE_BYTES)?;
     parse_toss(path, &text)
 }
 

@@ -468,6 +468,7 @@ const PARAMS: [ParamDoc; 29] = with_robot_params([
 ]);
 
 fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
+    use crate::limits::{MAX_TERRAIN_CELLS, MAX_TERRAIN_LAYERS};
     let name = "mesh_terrain";
     let (mut p, robot): (MeshTerrainParams, WheeledRobot) = parse_with_robot(name, v)?;
     p.robot = robot;
@@ -512,6 +513,28 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         if value < min {
             return Err(bad(name, format!("{key} = {value} must be >= {min}")));
         }
+    }
+    // Sizes within the documented limits before anything is allocated from them.
+    if p.layers > MAX_TERRAIN_LAYERS {
+        return Err(bad(
+            name,
+            format!(
+                "layers: {} exceeds the limit of {MAX_TERRAIN_LAYERS} layers",
+                p.layers
+            ),
+        ));
+    }
+    if p.grid
+        .checked_mul(p.grid)
+        .is_none_or(|n| n > MAX_TERRAIN_CELLS)
+    {
+        return Err(bad(
+            name,
+            format!(
+                "grid: {0} x {0} cells exceed the limit of {MAX_TERRAIN_CELLS} cells (grid <= 512)",
+                p.grid
+            ),
+        ));
     }
     let shape = if p.mesh_file.is_empty() {
         let grid = p.procedural().sample();

@@ -5,6 +5,8 @@
 //! Files resolve against `compiler meshdir` (else `assetdir`), itself relative to the model's
 //! directory, as MuJoCo does. Mesh vertices are rounded to `f32` as MuJoCo stores them.
 //! Height-field data is normalized to [0, 1] (in `f32`, as MuJoCo) and scaled by `size[2]`;
+//! Sizes are bounded before allocation ([`crate::limits`]: `nrow * ncol`, also as claimed by
+//! a file's header, mesh vertex and face counts); numbers must be finite.
 //! `elevation` is written top row first (+y), the binary file bottom row first (−y), as in
 //! MuJoCo (`xml_native_reader.cc`, `mjCHField::LoadCustom`).
 
@@ -17,6 +19,7 @@ use roxmltree::Node;
 use super::error::{MjcfError, MjcfErrorKind};
 use super::inertia::{mesh_mass, MeshInertia, MeshMass};
 use super::{schema, Ctx};
+use crate::limits::{MAX_HFIELD_FILE_BYTES, MAX_HFIELD_SAMPLES, MAX_MESH_FACES, MAX_MESH_VERTICES};
 use crate::mesh_file::MeshFileErrorKind;
 
 /// A loaded mesh asset.
@@ -182,6 +185,23 @@ fn mesh<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<MeshAsset, MjcfEr
                     "'vertex' and 'face' need multiples of 3 numbers",
                 ));
             }
+            if v.len() / 3 > MAX_MESH_VERTICES || f.len() / 3 > MAX_MESH_FACES {
+                return Err(ctx.err(
+                    el,
+                    MjcfErrorKind::Invalid,
+                    format!("a mesh takes at most {MAX_MESH_VERTICES} vertices and {MAX_MESH_FACES} faces"),
+                ));
+            }
+            if let Some(i) = f
+                .iter()
+                .find(|i| !(i.fract() == 0.0 && **i >= 0.0 && **i <= u32::MAX as f64))
+            {
+                return Err(ctx.err(
+                    el,
+                    MjcfErrorKind::Invalid,
+                    format!("'face' index {i} is not a vertex index (an integer >= 0)"),
+                ));
+            }
             let verts = v
                 .chunks_exact(3)
                 .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32])
@@ -268,13 +288,8 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
                 "PNG height fields are not supported; supported: MuJoCo's binary format (int32 nrow, int32 ncol, float32 data) or 'elevation'",
             ));
         }
-        let bytes = std::fs::read(&path).map_err(|e| {
-            ctx.err(
-                el,
-                MjcfErrorKind::Io,
-                format!("hfield file '{}': {e}", path.display()),
-            )
-        })?;
+        let bytes = crate::input_file::read_bytes(&path, MAX_HFIELD_FILE_BYTES)
+            .map_err(|e| ctx.err(el, MjcfErrorKind::Io, format!("hfield file {e}")))?;
         let bad = |why: &str| {
             ctx.err(
                 el,
@@ -291,8 +306,13 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
             return Err(bad("non-positive dimensions"));
         }
         let (r, c) = (r as usize, c as usize);
-        if bytes.len() != 8 + 4 * r * c {
-            return Err(bad("unexpected file size"));
+        let n = samples(r, c).map_err(|why| bad(&why))?;
+        if bytes.len() != 8 + 4 * n {
+            return Err(bad(&format!(
+                "unexpected file size: {} bytes, the header's {r}x{c} samples need {}",
+                bytes.len(),
+                8 + 4 * n
+            )));
         }
         let data = bytes[8..]
             .chunks_exact(4)
@@ -308,6 +328,7 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
             ));
         }
         let (r, c) = (nrow as usize, ncol as usize);
+        samples(r, c).map_err(|why| ctx.err(el, MjcfErrorKind::Invalid, why))?;
         let data: Vec<f32> = match ctx.nums(el, "hfield", "elevation")? {
             None => vec![0.0; r * c],
             Some(e) => {
@@ -354,6 +375,16 @@ fn hfield<'a, 'i>(ctx: &Ctx<'a, 'i>, el: Node<'a, 'i>) -> Result<HfieldAsset, Mj
         .collect();
     let heights = DMatrix::from_fn(nrow, ncol, |i, j| size[2] * norm[i * ncol + j] as f64);
     Ok(HfieldAsset { heights, size })
+}
+
+/// `r * c` when it is within [`MAX_HFIELD_SAMPLES`] (checked without overflow), else why not.
+fn samples(r: usize, c: usize) -> Result<usize, String> {
+    match r.checked_mul(c) {
+        Some(n) if n <= MAX_HFIELD_SAMPLES => Ok(n),
+        _ => Err(format!(
+            "{r}x{c} samples exceed the limit of {MAX_HFIELD_SAMPLES} (nrow * ncol)"
+        )),
+    }
 }
 
 fn nrow_ncol_too_small(r: usize, c: usize) -> bool {

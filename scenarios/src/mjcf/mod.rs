@@ -25,6 +25,10 @@
 //!
 //! Body inertia inferred from geoms follows MuJoCo exactly ([`inertia`]).
 //!
+//! # Limits
+//! File size, element nesting depth, mesh vertex and face counts and height-field sizes are
+//! bounded ([`crate::limits`]); every number in an attribute must be finite.
+//!
 //! # Not supported (an error naming the element or attribute, its line and the alternatives)
 //! Tendons, sites as constraint anchors, `<frame>`, `<include>`, composites, flexes, plugins,
 //! `<general>` and other actuators, mocap bodies, fluid forces, any attribute that changes
@@ -136,13 +140,15 @@ fn offending_node<'a, 'i>(root: Node<'a, 'i>, e: &contactlab_solvers::ModelError
 /// [`MjcfError`] naming the file, line, element and problem.
 pub fn load_file(path: impl AsRef<Path>, key: Option<&str>) -> Result<MjcfModel, MjcfError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|e| MjcfError {
-        kind: MjcfErrorKind::Io,
-        file: path.to_path_buf(),
-        line: 0,
-        column: 0,
-        element: "mujoco".into(),
-        message: format!("cannot read the file: {e}"),
+    let text = crate::input_file::read_text(path, crate::limits::MAX_MJCF_BYTES).map_err(|e| {
+        MjcfError {
+            kind: MjcfErrorKind::Io,
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            element: "mujoco".into(),
+            message: format!("cannot read the file: {}", e.message),
+        }
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut loaded = load_str(&text, path, &dir, key)?;
@@ -180,6 +186,7 @@ pub fn load_str(
         defaults: defaults::Defaults::empty(),
     };
     let root = doc.root_element();
+    ctx.check_depth(root)?;
     if root.tag_name().name() != "mujoco" {
         return Err(ctx.err(
             root,
@@ -506,19 +513,48 @@ impl<'a, 'i> Ctx<'a, 'i> {
         Ok(out)
     }
 
-    /// Parse a whitespace-separated list of numbers.
+    /// Parse a whitespace-separated list of finite numbers (NaN and ±inf are errors, so no
+    /// non-finite size, vertex or elevation reaches the model or parry).
     pub fn parse_nums(&self, src: N<'a, 'i>, attr: &str, v: &str) -> Result<Vec<f64>, MjcfError> {
         v.split_whitespace()
-            .map(|t| {
-                t.parse::<f64>().map_err(|_| {
-                    self.err(
-                        src,
-                        MjcfErrorKind::Invalid,
-                        format!("attribute '{attr}': '{t}' is not a number"),
-                    )
-                })
+            .map(|t| match t.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(x),
+                Ok(_) => Err(self.err(
+                    src,
+                    MjcfErrorKind::Invalid,
+                    format!("attribute '{attr}': '{t}' is not a finite number"),
+                )),
+                Err(_) => Err(self.err(
+                    src,
+                    MjcfErrorKind::Invalid,
+                    format!("attribute '{attr}': '{t}' is not a number"),
+                )),
             })
             .collect()
+    }
+
+    /// Refuse element nesting deeper than [`crate::limits::MAX_XML_DEPTH`] (the root is depth
+    /// 1), naming the first element past the limit; walks the tree without recursion, so the
+    /// recursive walks of `<body>` and `<default>` that follow stay within the limit.
+    pub fn check_depth(&self, root: N<'a, 'i>) -> Result<(), MjcfError> {
+        let max = crate::limits::MAX_XML_DEPTH;
+        let mut stack = vec![(root, 1usize)];
+        while let Some((node, depth)) = stack.pop() {
+            if depth > max {
+                return Err(self.err(
+                    node,
+                    MjcfErrorKind::Invalid,
+                    format!("elements are nested deeper than the limit of {max} levels"),
+                ));
+            }
+            stack.extend(
+                node.children()
+                    .rev()
+                    .filter(Node::is_element)
+                    .map(|c| (c, depth + 1)),
+            );
+        }
+        Ok(())
     }
 
     /// Degrees to radians when `compiler angle="degree"` (MuJoCo's default).
