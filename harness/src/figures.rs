@@ -184,6 +184,10 @@ fn tr(log: bool, v: f64) -> Option<f64> {
 
 fn fmt_axis(log: bool, v: f64) -> String {
     let x = if log { 10f64.powf(v) } else { v };
+    // (Fixed: a tick at exactly 0 took log10(0) = -inf below and overflowed the digit count.)
+    if x == 0.0 {
+        return "0".into();
+    }
     // Two significant digits: log-axis ticks fall between round values (1.58e-3 is not 2e-3).
     if x != 0.0 && (x.abs() < 1e-2 || x.abs() >= 1e4) {
         format!("{x:.1e}")
