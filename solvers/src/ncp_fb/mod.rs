@@ -136,6 +136,7 @@
 pub mod adjoint;
 pub mod params;
 pub mod pcr;
+pub mod reduce;
 pub mod residual;
 pub mod solve;
 
@@ -287,7 +288,10 @@ impl NcpFb {
         let contacts = if model.options.disable.contact {
             Vec::new()
         } else {
-            detect_with_margin(model, &kin, self.params.detection_margin)
+            reduce::merge_duplicates(
+                detect_with_margin(model, &kin, self.params.detection_margin),
+                self.params.merge_distance,
+            )
         };
         for (ci, c) in contacts.iter().enumerate() {
             let condim = if c.material.condim >= 3 { 3 } else { 1 };
@@ -361,6 +365,8 @@ impl NcpFb {
                 blocks,
                 eps_fb: p.fb_smoothing,
                 eps_v: p.friction_smoothing,
+                rho_n: 0.0,
+                rho_f: 0.0,
             },
             block_contact: pending.iter().map(|(_, c)| *c).collect(),
             contacts,
