@@ -645,7 +645,23 @@ mod tests {
 
     #[test]
     fn jacobian_matches_central_differences() {
-        let pb = toy(-1e-3);
+        jacobian_check(&toy(-1e-3));
+    }
+
+    /// The compliant rows of the continuation (ρ_n, ρ_f > 0) have exact Jacobian and data
+    /// partials too.
+    #[test]
+    fn compliant_rows_match_central_differences() {
+        for gap in [-1e-3, 2e-3] {
+            let mut pb = toy(gap);
+            pb.rho_n = 0.3;
+            pb.rho_f = 0.2;
+            jacobian_check(&pb);
+            data_check(&pb, gap);
+        }
+    }
+
+    fn jacobian_check(pb: &Problem) {
         let (nv, nl) = (3, 5);
         for (u, p) in points() {
             let (_, ru, rp) = pb.residual_and_jacobian(&u, &p);
@@ -703,7 +719,12 @@ mod tests {
     #[test]
     fn data_partials_match_central_differences() {
         for gap in [-1e-3, 2e-3] {
-            let pb = toy(gap);
+            data_check(&toy(gap), gap);
+        }
+    }
+
+    fn data_check(pb: &Problem, gap: f64) {
+        {
             for (u, p) in points() {
                 let lin = pb.linearize(&u, &p, Friction::Exact);
                 let lag = pb.linearize(&u, &p, Friction::Lagged);
@@ -717,8 +738,8 @@ mod tests {
                     let (mut dp, mut dm) = (d0.clone(), d0.clone());
                     dp[k] += h;
                     dm[k] -= h;
-                    let fd = (with_data(&pb, &dp).constraint_residual(&u, &p)
-                        - with_data(&pb, &dm).constraint_residual(&u, &p))
+                    let fd = (with_data(pb, &dp).constraint_residual(&u, &p)
+                        - with_data(pb, &dm).constraint_residual(&u, &p))
                         / (2.0 * h);
                     for i in 0..pb.nl() {
                         assert_close(

@@ -90,7 +90,8 @@ pub struct Solution {
 /// least-norm solution as ρ → 0) with warm-started continuation in ρ.
 pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
     let first = solve_from(pb, s, pair_of_block, DVector::zeros(pb.nl()));
-    if first.converged {
+    // A failed step (no finite first iterate, module doc "Failed steps") is not continued.
+    if first.converged || first.failure.is_some() {
         return first;
     }
     let mut iterations = first.iterations;
@@ -128,8 +129,15 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
                 rho / factor
             };
         } else {
+            let Some(prev) = from_converged else {
+                // Not even the first stage converged: more compliance, from p = 0.
+                if rho >= RHO_MAX {
+                    break;
+                }
+                rho *= RHO_FACTOR;
+                continue;
+            };
             factor = factor.sqrt();
-            let Some(prev) = from_converged else { break };
             if factor < 1.2 {
                 break;
             }
@@ -147,7 +155,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
         last = Some(sol);
     }
     let best = match last {
-        Some(l) if l.converged || l.residual < first.residual => l,
+        Some(l) if l.failure.is_none() && (l.converged || l.residual < first.residual) => l,
         _ => first,
     };
     Solution { iterations, ..best }
@@ -155,6 +163,8 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
 
 /// First relative regularization ρ_n of the continuation in [`solve`].
 pub const RHO_START: f64 = 1e-2;
+/// Largest ρ_n tried when the first stage does not converge (×RHO_FACTOR per retry).
+pub const RHO_MAX: f64 = 1e2;
 /// Initial reduction factor of ρ per converged stage.
 pub const RHO_FACTOR: f64 = 100.0;
 /// Below this ρ_n the next stage is the rigid problem (ρ = 0).
