@@ -368,6 +368,8 @@ mod tests {
             }],
             eps_fb: 1e-8,
             eps_v: 1e-6,
+            rho_n: 0.0,
+            rho_f: 0.0,
         }
     }
 
