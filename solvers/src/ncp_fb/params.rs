@@ -40,6 +40,10 @@ pub struct NcpFbParams {
     /// complementarity rows, so a resting contact (gap ≈ ε²/(2 h² w_n λ_n) > 0) and a contact
     /// that closes within the step are seen (a far one simply carries no impulse).
     pub detection_margin: f64,
+    /// Contacts of the same geom pair whose points are within this distance (m) with the same
+    /// normal are merged into one ([`super::reduce`]): redundant points make the Delassus
+    /// operator singular and the maximal-dissipation friction indeterminate; 0 disables.
+    pub merge_distance: f64,
     /// Compliance E of the equality rows (m/N, or rad/(N m) for rotational rows): spec eq. (3),
     /// `c(q⁺) + E λ = 0`.
     pub compliance: f64,
@@ -100,6 +104,7 @@ impl Default for NcpFbParams {
             friction_regularization: 1e-10,
             ls_iterations: 20,
             detection_margin: 0.01,
+            merge_distance: 1e-4,
             compliance: 1e-8,
             servo_form: ServoForm::Paper,
             linear_solver: LinearSolver::Dense,
@@ -122,6 +127,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "friction_regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization of the friction rows, relative to (J M^-1 J^T)_ii" },
     ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
+    ParamDoc { name: "merge_distance", default: "1e-4", unit: "m", doc: "merge contacts of one geom pair closer than this with the same normal (redundant points); 0 disables" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
     ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (position servo alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces; velocity servos are the same row in paper and implicit_pd" },
     ParamDoc { name: "linear_solver", default: "dense", unit: "-", doc: "Newton system: dense (exact Jacobian, LU) or pcr (W frozen, matrix-free PCR, spec 1.6)" },
@@ -183,6 +189,7 @@ impl NcpFbParams {
             ("regularization", self.regularization),
             ("friction_regularization", self.friction_regularization),
             ("detection_margin", self.detection_margin),
+            ("merge_distance", self.merge_distance),
             ("compliance", self.compliance),
             (
                 "pcr_tolerance",

@@ -224,6 +224,8 @@ mod tests {
             blocks,
             eps_fb: 1e-8,
             eps_v: 1e-6,
+            rho_n: 0.0,
+            rho_f: 0.0,
         };
         (pb, vec![Some([0, 1]), Some([0, 1]), None])
     }

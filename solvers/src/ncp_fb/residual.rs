@@ -136,6 +136,12 @@ pub struct Problem {
     pub eps_fb: f64,
     /// Slip smoothing ε_v (m/s).
     pub eps_v: f64,
+    /// Relative normal compliance ρ_n (-): contact normal rows read
+    /// `φ_ε(gap + h (v_n + ρ_n w_n p_n), h w_n p_n) / h` (0: rigid).
+    pub rho_n: f64,
+    /// Relative friction compliance ρ_f (-): friction rows read
+    /// `σ (J_f u + (W + ρ_f w_t) p_f)` (0: none).
+    pub rho_f: f64,
 }
 
 /// How the friction rows are differentiated.
@@ -349,20 +355,24 @@ impl Problem {
         let vel = &self.j * u;
         let mut col = 0; // first data column of the current block
                          // A complementarity row: r = φ_ε(gap + h v, h w p) / h; data columns (gap, w).
-        let comp = |row: usize, gap: f64, w: f64, col: usize, lin: &mut Linearization| {
-            let (phi, da, db) = fb(gap + h * vel[row], h * w * p[row], self.eps_fb);
+        let comp = |row: usize, gap: f64, w: f64, rho: f64, col: usize, lin: &mut Linearization| {
+            let (phi, da, db) = fb(
+                gap + h * (vel[row] + rho * w * p[row]),
+                h * w * p[row],
+                self.eps_fb,
+            );
             lin.r[row] = phi / h;
             if jac {
                 lin.r_vel[(row, row)] = da;
-                lin.r_p[(row, row)] = db * w;
+                lin.r_p[(row, row)] = (db + rho * da) * w;
                 lin.r_data[(row, col)] = da / h;
-                lin.r_data[(row, col + 1)] = db * p[row];
+                lin.r_data[(row, col + 1)] = (db + rho * da) * p[row];
             }
         };
         for b in &self.blocks {
             let ncol = b.data_len();
             match *b {
-                Block::Limit { row, dist, w } => comp(row, dist, w, col, &mut lin),
+                Block::Limit { row, dist, w } => comp(row, dist, w, 0.0, col, &mut lin),
                 Block::Servo { row, alpha, bias } => {
                     lin.r[row] = vel[row] + alpha * p[row] + bias;
                     if jac {
@@ -390,7 +400,7 @@ impl Problem {
                     wt,
                 } => {
                     // Data columns: gap, wn, wt, mu.
-                    comp(row, gap, wn, col, &mut lin);
+                    comp(row, gap, wn, self.rho_n, col, &mut lin);
                     if friction {
                         self.friction_rows(row, mu, wt, &vel, p, col, mode, &mut lin);
                     }
@@ -442,13 +452,14 @@ impl Problem {
         // and well scaled for the separated contacts whose smoothed FB root leaves
         // p_n ≈ ε²/(2 h w_n gap) > 0.
         let sigma = wt / (wt + w);
-        let raw = t + pf * w;
+        let wr = w + self.rho_f * wt;
+        let raw = t + pf * wr;
         lin.r[f1] = sigma * raw[0];
         lin.r[f2] = sigma * raw[1];
         let Some(mode) = mode else { return };
         if mode == Friction::Lagged {
             lin.r_vel.view_mut((f1, f1), (2, 2)).fill_diagonal(sigma);
-            lin.r_p.view_mut((f1, f1), (2, 2)).fill_diagonal(sigma * w);
+            lin.r_p.view_mut((f1, f1), (2, 2)).fill_diagonal(sigma * wr);
         } else {
             // ∂σ/∂W = −σ²/w_t; ∂r_f/∂W = σ p_f + (∂σ/∂W) raw =: g_w.
             let g_w = pf * sigma - raw * (sigma * sigma / wt);
@@ -460,7 +471,7 @@ impl Problem {
             lin.r_p[(f1, row)] = pn_col[0];
             lin.r_p[(f2, row)] = pn_col[1];
             // ∂/∂p_f = σ W I + g_w ∂W/∂m p̂_fᵀ.
-            let mut block = Matrix2::identity() * (sigma * w);
+            let mut block = Matrix2::identity() * (sigma * wr);
             if m > 0.0 {
                 block += g_w * pf.transpose() * (fw.dm / m);
             }
@@ -470,7 +481,7 @@ impl Problem {
         // ∂/∂w_t = (∂σ/∂w_t)|_W raw + g_w ∂W/∂k with (∂σ/∂w_t)|_W = W/(w_t + W)².
         let g_w = pf * sigma - raw * (sigma * sigma / wt);
         let d_mu = g_w * (p[row] * fw.dcap);
-        let d_wt = raw * (w / ((wt + w) * (wt + w))) + g_w * fw.dk;
+        let d_wt = raw * (w / ((wt + w) * (wt + w))) + pf * (sigma * self.rho_f) + g_w * fw.dk;
         for (i, r) in [f1, f2].into_iter().enumerate() {
             lin.r_data[(r, c_mu)] = d_mu[i];
             lin.r_data[(r, c_wt)] = d_wt[i];
@@ -548,13 +559,17 @@ impl Problem {
 
     /// Largest violation of the linearized position constraints after the step (m or rad):
     /// max over complementarity rows of max(0, −(gap + h J u)).
-    pub fn penetration(&self, u: &DVector<f64>) -> f64 {
+    /// With the relative normal compliance ρ_n the constraint is the compliant one,
+    /// `gap + h (v_n + ρ_n w_n p_n) ≥ 0`.
+    pub fn penetration(&self, u: &DVector<f64>, p: &DVector<f64>) -> f64 {
         let vel = &self.j * u;
         self.blocks
             .iter()
             .map(|b| match *b {
                 Block::Limit { row, dist, .. } => -(dist + self.h * vel[row]),
-                Block::Contact { row, gap, .. } => -(gap + self.h * vel[row]),
+                Block::Contact { row, gap, wn, .. } => {
+                    -(gap + self.h * (vel[row] + self.rho_n * wn * p[row]))
+                }
                 Block::Servo { .. } | Block::Equality { .. } => 0.0,
             })
             .fold(0.0, f64::max)
@@ -603,6 +618,8 @@ mod tests {
             ],
             eps_fb: 1e-8,
             eps_v: 1e-6,
+            rho_n: 0.0,
+            rho_f: 0.0,
         }
     }
 
@@ -628,7 +645,23 @@ mod tests {
 
     #[test]
     fn jacobian_matches_central_differences() {
-        let pb = toy(-1e-3);
+        jacobian_check(&toy(-1e-3));
+    }
+
+    /// The compliant rows of the continuation (ρ_n, ρ_f > 0) have exact Jacobian and data
+    /// partials too.
+    #[test]
+    fn compliant_rows_match_central_differences() {
+        for gap in [-1e-3, 2e-3] {
+            let mut pb = toy(gap);
+            pb.rho_n = 0.3;
+            pb.rho_f = 0.2;
+            jacobian_check(&pb);
+            data_check(&pb, gap);
+        }
+    }
+
+    fn jacobian_check(pb: &Problem) {
         let (nv, nl) = (3, 5);
         for (u, p) in points() {
             let (_, ru, rp) = pb.residual_and_jacobian(&u, &p);
@@ -686,7 +719,12 @@ mod tests {
     #[test]
     fn data_partials_match_central_differences() {
         for gap in [-1e-3, 2e-3] {
-            let pb = toy(gap);
+            data_check(&toy(gap), gap);
+        }
+    }
+
+    fn data_check(pb: &Problem, gap: f64) {
+        {
             for (u, p) in points() {
                 let lin = pb.linearize(&u, &p, Friction::Exact);
                 let lag = pb.linearize(&u, &p, Friction::Lagged);
@@ -700,8 +738,8 @@ mod tests {
                     let (mut dp, mut dm) = (d0.clone(), d0.clone());
                     dp[k] += h;
                     dm[k] -= h;
-                    let fd = (with_data(&pb, &dp).constraint_residual(&u, &p)
-                        - with_data(&pb, &dm).constraint_residual(&u, &p))
+                    let fd = (with_data(pb, &dp).constraint_residual(&u, &p)
+                        - with_data(pb, &dm).constraint_residual(&u, &p))
                         / (2.0 * h);
                     for i in 0..pb.nl() {
                         assert_close(

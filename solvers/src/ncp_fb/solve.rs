@@ -77,11 +77,117 @@ pub struct Solution {
 
 /// Solve one step's problem from p = 0 (spec §2.5: λ₀ = 0). `pair_of_block[b]` is the body
 /// pair of block b when it is a contact (block-Jacobi groups; may be empty for Jacobi or dense).
+///
+/// If Newton from p = 0 ends unconverged, the step is solved again by **Tikhonov continuation**
+/// ([`RHO_START`] down to 0): the rows are made compliant by the relative regularization
+/// (ρ_n, ρ_f) of [`Problem::rho_n`], [`Problem::rho_f`], whose root is isolated even where the
+/// rigid problem's is not (redundant, statically indeterminate contacts), and each stage starts
+/// from the previous stage's iterate, down to the rigid problem (ρ = 0). Only a converged
+/// rigid stage counts as converged, so the returned root is a root of the unregularized step
+/// and the adjoint differentiates the same residual. Source: the Tikhonov-regularization
+/// scheme for monotone NCPs (Facchinei & Pang, *Finite-Dimensional Variational Inequalities
+/// and Complementarity Problems*, 2003, §12.2: the regularized solutions tend to the
+/// least-norm solution as ρ → 0) with warm-started continuation in ρ.
 pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
+    let first = solve_from(pb, s, pair_of_block, DVector::zeros(pb.nl()));
+    // A failed step (no finite first iterate, module doc "Failed steps") is not continued.
+    if first.converged || first.failure.is_some() {
+        return first;
+    }
+    let mut iterations = first.iterations;
+    // Adaptive continuation: ρ_n divided by `factor` after each converged stage (ρ_f =
+    // FRICTION_RHO_RATIO ρ_n), the factor square-rooted after a failed stage (restarting from
+    // the last converged stage), ρ = 0 once ρ_n < RHO_MIN.
+    let (mut rho, mut factor) = (RHO_START, RHO_FACTOR);
+    let mut p0 = DVector::zeros(pb.nl());
+    let mut from_converged: Option<f64> = None; // ρ of the last converged stage
+    let mut last: Option<Solution> = None;
+    for _ in 0..MAX_STAGES {
+        let mut stage = pb.clone();
+        stage.rho_n = rho;
+        stage.rho_f = FRICTION_RHO_RATIO * rho;
+        // Intermediate stages are solved inexactly (residual ≤ STAGE_TOLERANCE ρ_n m/s): they
+        // only carry the iterate towards the rigid root.
+        let mut ss = *s;
+        if rho > 0.0 {
+            ss.tolerance = s.tolerance.max(STAGE_TOLERANCE * rho);
+        }
+        let sol = solve_from(&stage, &ss, pair_of_block, p0.clone());
+        iterations += sol.iterations;
+        if rho == 0.0 {
+            last = Some(sol.clone());
+        }
+        if sol.converged {
+            if rho == 0.0 {
+                break;
+            }
+            from_converged = Some(rho);
+            p0 = sol.p.clone();
+            rho = if rho / factor < RHO_MIN {
+                0.0
+            } else {
+                rho / factor
+            };
+        } else {
+            let Some(prev) = from_converged else {
+                // Not even the first stage converged: more compliance, from p = 0.
+                if rho >= RHO_MAX {
+                    break;
+                }
+                rho *= RHO_FACTOR;
+                continue;
+            };
+            factor = factor.sqrt();
+            if factor < 1.2 {
+                break;
+            }
+            rho = if prev / factor < RHO_MIN {
+                0.0
+            } else {
+                prev / factor
+            };
+        }
+    }
+    if last.is_none() && from_converged.is_some() {
+        // Out of stages or of factor: finish with the rigid problem from the last converged stage.
+        let sol = solve_from(pb, s, pair_of_block, p0);
+        iterations += sol.iterations;
+        last = Some(sol);
+    }
+    let best = match last {
+        Some(l) if l.failure.is_none() && (l.converged || l.residual < first.residual) => l,
+        _ => first,
+    };
+    Solution { iterations, ..best }
+}
+
+/// First relative regularization ρ_n of the continuation in [`solve`].
+pub const RHO_START: f64 = 1e-2;
+/// Largest ρ_n tried when the first stage does not converge (×RHO_FACTOR per retry).
+pub const RHO_MAX: f64 = 1e2;
+/// Initial reduction factor of ρ per converged stage.
+pub const RHO_FACTOR: f64 = 100.0;
+/// Below this ρ_n the next stage is the rigid problem (ρ = 0).
+pub const RHO_MIN: f64 = 1e-12;
+/// ρ_f / ρ_n.
+pub const FRICTION_RHO_RATIO: f64 = 1.0;
+/// Residual tolerance of an intermediate stage relative to its ρ_n (m/s).
+pub const STAGE_TOLERANCE: f64 = 1e-3;
+/// Most continuation stages per step.
+pub const MAX_STAGES: usize = 40;
+
+/// Newton from the impulses `p0` (projected first).
+fn solve_from(
+    pb: &Problem,
+    s: &Settings,
+    pair_of_block: &[Option<[usize; 2]>],
+    p0: DVector<f64>,
+) -> Solution {
     let nl = pb.nl();
     let velocity = |p: &DVector<f64>| pb.velocity(p);
     let constraint_residual = |u: &DVector<f64>, p: &DVector<f64>| pb.constraint_residual(u, p);
-    let mut p = DVector::zeros(nl);
+    let mut p = p0;
+    pb.project(&mut p);
     let mut u = velocity(&p);
     if nl == 0 {
         return Solution {
@@ -190,7 +296,7 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
         }
         let converged = residual <= s.tolerance
             || (ncp <= s.ncp_tolerance
-                && pb.penetration(&u) <= s.tolerance * pb.h
+                && pb.penetration(&u, &p) <= s.tolerance * pb.h
                 && pb.equation_residual(&r) <= s.tolerance);
         let current = Solution {
             u: u.clone(),
@@ -262,6 +368,8 @@ mod tests {
             }],
             eps_fb: 1e-8,
             eps_v: 1e-6,
+            rho_n: 0.0,
+            rho_f: 0.0,
         }
     }
 
