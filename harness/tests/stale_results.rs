@@ -192,7 +192,7 @@ fn editing_an_mjcf_model_or_its_mesh_in_place_reruns_exactly_the_cells_that_read
 #[test]
 fn editing_a_toss_csv_in_place_reruns_only_that_toss() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cube_toss");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/cube_toss");
     let tosses = tmp.path().join("tosses");
     std::fs::create_dir_all(&tosses).unwrap();
     for t in ["toss_001.csv", "toss_002.csv"] {
@@ -520,8 +520,11 @@ fn every_file_a_scene_reads_is_in_its_inputs() {
         ),
         [keyed.clone(), schedule.clone()]
     );
-    let toss = contactlab_scenarios::benchmark::cube_toss::default_toss_dir().join("toss_007.csv");
-    assert_eq!(inputs("cube_toss", json!({ "toss": 7 })), [toss]);
+    let tosses = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/cube_toss");
+    assert_eq!(
+        inputs("cube_toss", json!({ "dir": tosses, "toss": 7 })),
+        [tosses.join("toss_007.csv")]
+    );
     let tmp = tempfile::tempdir().unwrap();
     let obj = tmp.path().join("flat.obj");
     std::fs::write(
