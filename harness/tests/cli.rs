@@ -2,35 +2,12 @@
 //! key, nothing in the results folder touched), `check`, `list`, `simulate`, `report`, `run`,
 //! and a real kill-and-resume. Uses the test fakes (`CONTACTLAB_TESTKIT=1`).
 
+mod common;
+use common::{contactlab, stderr, GOOD};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const GOOD: &str = "\
-name: clitest
-scenes:
-  - name: falling_point
-formulations:
-  - name: falling_point
-sweep:
-  timestep: [0.01, 0.02]
-  seed: [0, 1]
-horizon: 0.2
-reference: {kind: same_formulation, timestep: 0.005}
-";
-
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CONTACTLAB_TESTKIT", "1")
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
 
 /// Write `text` as bad.yaml next to an existing results folder, run it, and check the error.
 fn assert_bad(text: &str, line: usize, needles: &[&str]) {

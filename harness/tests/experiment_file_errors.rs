@@ -4,34 +4,8 @@
 //! figure file name. Each is an error of the binary with exit status 2 and one message naming
 //! the file, the line and the key, with nothing in the results folder touched.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-const GOOD: &str = "\
-name: clitest
-scenes:
-  - name: falling_point
-formulations:
-  - name: falling_point
-sweep:
-  timestep: [0.01, 0.02]
-  seed: [0, 1]
-horizon: 0.2
-reference: {kind: same_formulation, timestep: 0.005}
-";
-
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CONTACTLAB_TESTKIT", "1")
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+mod common;
+use common::{contactlab, stderr, GOOD};
 
 /// Write `text` as bad.yaml next to an existing results folder, run and check it: exit 2, one
 /// message naming `bad.yaml:<line>:` and each needle, the results folder untouched.

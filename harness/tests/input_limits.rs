@@ -5,8 +5,11 @@
 
 #![cfg(unix)]
 
+mod common;
+use common::{contactlab, stderr};
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 const GOOD: &str = "\
 name: limits
@@ -18,19 +21,6 @@ sweep:
   timestep: [0.01]
 horizon: 0.2
 ";
-
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CONTACTLAB_TESTKIT", "1")
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
 
 /// `contactlab check` on `text` (as bad.yaml) fails with status 2 and one message naming
 /// `bad.yaml:<line>:`, the key and each needle.

@@ -4,9 +4,12 @@
 //! is not its cell's row is refused. Uses the test fakes (`CONTACTLAB_TESTKIT=1`) and tiny
 //! files written to temporary folders.
 
+mod common;
+use common::{contactlab, stderr, GOOD};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use contactlab_harness::catalog::Catalog;
@@ -15,32 +18,6 @@ use contactlab_harness::inputs::sha256_file;
 use contactlab_harness::results::{lock_dir, read_runs, ResultsError, Row};
 use contactlab_harness::runner::{run, RunOptions, RunSummary};
 use contactlab_harness::sweep::{plan, Plan};
-
-const GOOD: &str = "\
-name: clitest
-scenes:
-  - name: falling_point
-formulations:
-  - name: falling_point
-sweep:
-  timestep: [0.01, 0.02]
-  seed: [0, 1]
-horizon: 0.2
-reference: {kind: same_formulation, timestep: 0.005}
-";
-
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CONTACTLAB_TESTKIT", "1")
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
 
 fn plan_file(file: &Path) -> Plan {
     let (cfg, text) = config::load(file).unwrap();
