@@ -262,3 +262,32 @@ fn mesh_terrain_grid_and_layers_over_the_limits_are_refused() {
         "{e}"
     );
 }
+
+/// Regression (fresh-user review): a mesh whose vertices all sit at one point, or on one line,
+/// panicked in parry's convex hull (`MissingSupportPoint`); it is an error naming the mesh.
+#[test]
+fn mesh_with_all_vertices_at_one_point_is_an_error_not_a_panic() {
+    for verts in ["0 0 0  0 0 0  0 0 0  0 0 0", "0 0 0  1 0 0  2 0 0  3 0 0"] {
+        let text = format!(
+            "<mujoco>\n<asset>\n<mesh name=\"p\" vertex=\"{verts}\"/>\n</asset>\n<worldbody>\n<body><freejoint/><geom type=\"mesh\" mesh=\"p\"/></body>\n</worldbody>\n</mujoco>\n"
+        );
+        let e = load(&text).unwrap_err();
+        assert_eq!(e.kind, MjcfErrorKind::Invalid, "{e}");
+        assert!(e.line > 0, "{e}");
+    }
+}
+
+/// Regression (fresh-user review): `margin="-1"` was accepted and the box fell through the
+/// floor (its contacts dropped until 1 m deep); a negative or non-finite margin or gap is an
+/// error naming the geom.
+#[test]
+fn negative_margin_or_gap_is_an_error_naming_the_geom() {
+    let geom = |attr: &str| {
+        format!("<mujoco>\n<worldbody>\n<geom type=\"plane\" size=\"5 5 0.1\"/>\n<body pos=\"0 0 0.5\"><freejoint/>\n<geom name=\"b\" type=\"box\" size=\"0.05 0.05 0.05\" {attr}/>\n</body>\n</worldbody>\n</mujoco>\n")
+    };
+    assert!(load(&geom("margin=\"0.01\" gap=\"0.005\"")).is_ok());
+    for (attr, key) in [("margin=\"-1\"", "margin"), ("gap=\"-0.01\"", "gap")] {
+        let e = load(&geom(attr)).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(">= 0"), "{attr}: {e}");
+    }
+}

@@ -1293,6 +1293,14 @@ fn validate_material(geom: &str, m: &ContactMaterial) -> Result<(), ModelError> 
             ));
         }
     }
+    // MuJoCo's margin and gap are distances (m) that widen detection and the active range
+    // (XML reference, geom/@margin and @gap); a negative margin would drop contacts of bodies
+    // already in penetration.
+    for (what, v) in [("margin", m.margin), ("gap", m.gap)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(bad_param(&elem, what, v, "must be finite and >= 0 (m)"));
+        }
+    }
     if ![1, 3, 4, 6].contains(&m.condim) {
         return Err(bad_param(
             &elem,

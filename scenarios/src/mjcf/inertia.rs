@@ -139,7 +139,10 @@ pub fn mesh_mass(
             .iter()
             .map(|p| parry3d_f64::math::Vector3::new(p.x, p.y, p.z))
             .collect();
-        let (hv, hf) = parry3d_f64::transformation::convex_hull(&pts);
+        // A degenerate point set (all vertices at one point, or on one line) has no hull.
+        let (hv, hf) = parry3d_f64::transformation::try_convex_hull(&pts).map_err(|e| {
+            format!("the mesh has no convex hull ({e:?}): its vertices span no volume")
+        })?;
         (hv.iter().map(|p| Vec3::new(p.x, p.y, p.z)).collect(), hf)
     } else {
         (vertices.iter().map(|p| p.coords).collect(), faces.to_vec())
