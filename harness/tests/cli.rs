@@ -3,43 +3,11 @@
 //! and a real kill-and-resume. Uses the test fakes (`CONTACTLAB_TESTKIT=1`).
 
 mod common;
-use common::{contactlab, stderr, GOOD};
+use common::{assert_bad, contactlab, stderr, GOOD};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Write `text` as bad.yaml next to an existing results folder, run it, and check the error.
-fn assert_bad(text: &str, line: usize, needles: &[&str]) {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("bad.yaml");
-    std::fs::write(&file, text).unwrap();
-    let existing = tmp.path().join("results/clitest");
-    std::fs::create_dir_all(&existing).unwrap();
-    std::fs::write(existing.join("runs.csv"), "sentinel").unwrap();
-    let o = contactlab(&["run", "bad.yaml"], tmp.path());
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "one message: {err}");
-    assert!(
-        err.contains(&format!("bad.yaml:{line}:")),
-        "line {line}: {err}"
-    );
-    for n in needles {
-        assert!(err.contains(n), "'{n}' in {err}");
-    }
-    assert_eq!(
-        std::fs::read_to_string(existing.join("runs.csv")).unwrap(),
-        "sentinel"
-    );
-    assert_eq!(
-        std::fs::read_dir(&existing).unwrap().count(),
-        1,
-        "nothing written"
-    );
-    let c = contactlab(&["check", "bad.yaml"], tmp.path());
-    assert_eq!(c.status.code(), Some(2));
-}
 
 #[test]
 fn bad_config_unknown_key() {

@@ -5,35 +5,7 @@
 //! the file, the line and the key, with nothing in the results folder touched.
 
 mod common;
-use common::{contactlab, stderr, GOOD};
-
-/// Write `text` as bad.yaml next to an existing results folder, run and check it: exit 2, one
-/// message naming `bad.yaml:<line>:` and each needle, the results folder untouched.
-fn assert_bad(text: &str, line: usize, needles: &[&str]) {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("bad.yaml"), text).unwrap();
-    let existing = tmp.path().join("results/clitest");
-    std::fs::create_dir_all(&existing).unwrap();
-    std::fs::write(existing.join("runs.csv"), "sentinel").unwrap();
-    for cmd in ["run", "check"] {
-        let o = contactlab(&[cmd, "bad.yaml"], tmp.path());
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
-        assert_eq!(err.lines().count(), 1, "one message: {err}");
-        assert!(
-            err.contains(&format!("bad.yaml:{line}:")),
-            "line {line}: {err}"
-        );
-        for n in needles {
-            assert!(err.contains(n), "'{n}' in {err}");
-        }
-    }
-    assert_eq!(
-        std::fs::read_dir(&existing).unwrap().count(),
-        1,
-        "nothing written"
-    );
-}
+use common::{assert_bad, contactlab, stderr, GOOD};
 
 #[test]
 fn duplicate_key_in_a_scene_entry_is_an_error_at_its_line() {

@@ -6,7 +6,7 @@
 #![cfg(unix)]
 
 mod common;
-use common::{contactlab, stderr};
+use common::{assert_bad, contactlab, stderr};
 
 use std::path::Path;
 use std::process::Command;
@@ -21,27 +21,6 @@ sweep:
   timestep: [0.01]
 horizon: 0.2
 ";
-
-/// `contactlab check` on `text` (as bad.yaml) fails with status 2 and one message naming
-/// `bad.yaml:<line>:`, the key and each needle.
-fn assert_refused(text: &str, line: usize, needles: &[&str]) {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("bad.yaml"), text).unwrap();
-    for cmd in ["check", "run"] {
-        let o = contactlab(&[cmd, "bad.yaml"], tmp.path());
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
-        assert_eq!(err.lines().count(), 1, "one message: {err}");
-        assert!(
-            err.contains(&format!("bad.yaml:{line}:")),
-            "line {line}: {err}"
-        );
-        for n in needles {
-            assert!(err.contains(n), "'{n}' in {err}");
-        }
-    }
-    assert!(!tmp.path().join("results").exists(), "nothing written");
-}
 
 /// Regression: `/dev/zero` as the experiment file was read until memory ran out.
 #[test]
@@ -81,13 +60,13 @@ fn grid_of_a_billion_cells_is_refused_before_expansion() {
         list(&|i| i.to_string()),
         list(&|i| format!("{}", 1.0 + i as f64 * 1e-3)),
     );
-    assert_refused(&text, 6, &["sweep", "1000000000 cells", "limit of 100000"]);
+    assert_bad(&text, 6, &["sweep", "1000000000 cells", "limit of 100000"]);
 }
 
 /// Regression: `timestep: 1e-300` ran (practically) forever.
 #[test]
 fn timestep_of_1e_300_exceeds_the_step_limit() {
-    assert_refused(
+    assert_bad(
         &GOOD.replace("[0.01]", "[1e-300]"),
         7,
         &["sweep.timestep", "limit of 10000000", "max_steps"],
@@ -97,7 +76,7 @@ fn timestep_of_1e_300_exceeds_the_step_limit() {
 /// Regression: `horizon: 1e9` ran (practically) forever.
 #[test]
 fn horizon_of_1e9_exceeds_the_step_limit() {
-    assert_refused(
+    assert_bad(
         &GOOD.replace("horizon: 0.2", "horizon: 1e9"),
         8,
         &["horizon", "1.000e11 steps", "max_steps"],
@@ -107,7 +86,7 @@ fn horizon_of_1e9_exceeds_the_step_limit() {
 /// Regression: a reference timestep of 1e-12 ran (practically) forever.
 #[test]
 fn reference_timestep_of_1e_12_exceeds_the_step_limit() {
-    assert_refused(
+    assert_bad(
         &format!("{GOOD}reference:\n  kind: same_formulation\n  timestep: 1e-12\n"),
         11,
         &["reference.timestep", "2.000e11 steps", "max_steps"],
@@ -192,9 +171,9 @@ fn jobs_beyond_the_cores_are_clamped_with_a_note() {
 #[test]
 fn mesh_terrain_beyond_its_limits_names_the_key() {
     let text = "name: limits\nscenes:\n  - name: mesh_terrain\n    grid: 100000\nformulations:\n  - name: falling_point\n";
-    assert_refused(text, 4, &["scenes[0].grid", "limit of 262144"]);
+    assert_bad(text, 4, &["scenes[0].grid", "limit of 262144"]);
     let text = "name: limits\nscenes:\n  - name: mesh_terrain\n    layers: 1000000000\nformulations:\n  - name: falling_point\n";
-    assert_refused(text, 4, &["scenes[0].layers", "limit of 64"]);
+    assert_bad(text, 4, &["scenes[0].layers", "limit of 64"]);
 }
 
 /// Regression: an `mjcf` scene whose model file is a FIFO blocked forever.
@@ -210,5 +189,5 @@ fn mjcf_model_that_is_a_fifo_names_the_file() {
         "name: limits\nscenes:\n  - name: mjcf\n    file: {}\nformulations:\n  - name: falling_point\n",
         tmp.path().join("m.xml").display()
     );
-    assert_refused(&text, 3, &["m.xml", "FIFO"]);
+    assert_bad(&text, 3, &["m.xml", "FIFO"]);
 }

@@ -34,3 +34,43 @@ pub fn contactlab(args: &[&str], cwd: &Path) -> Output {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
+
+/// Write `text` as bad.yaml beside an existing results folder `results/clitest/`, then `run`
+/// and `check` it: each exits 2 with one message naming `bad.yaml:<line>:` and each needle,
+/// and nothing is written (the existing folder untouched, no other results folder).
+pub fn assert_bad(text: &str, line: usize, needles: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("bad.yaml"), text).unwrap();
+    let existing = tmp.path().join("results/clitest");
+    std::fs::create_dir_all(&existing).unwrap();
+    std::fs::write(existing.join("runs.csv"), "sentinel").unwrap();
+    for cmd in ["run", "check"] {
+        let o = contactlab(&[cmd, "bad.yaml"], tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert_eq!(err.lines().count(), 1, "one message: {err}");
+        assert!(
+            err.contains(&format!("bad.yaml:{line}:")),
+            "line {line}: {err}"
+        );
+        for n in needles {
+            assert!(err.contains(n), "'{n}' in {err}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(existing.join("runs.csv")).unwrap(),
+        "sentinel"
+    );
+    assert_eq!(
+        std::fs::read_dir(&existing).unwrap().count(),
+        1,
+        "nothing written"
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("results"))
+            .unwrap()
+            .count(),
+        1,
+        "no other results folder"
+    );
+}
