@@ -3,6 +3,8 @@
 //! not model, on the same model with those stages disabled by its `<flag>` options, and on a
 //! plain model. Each formulation's list is the one its module doc states.
 
+mod common;
+
 use contactlab_solvers::features::joined;
 use contactlab_solvers::formulation::{build, FORMULATIONS};
 use contactlab_solvers::geometry::GeomShape;
@@ -169,28 +171,7 @@ fn features_the_model_disables_are_not_ignored() {
 
 #[test]
 fn a_plain_model_is_modelled_in_full_by_every_formulation() {
-    let model = Model::new(ModelParts {
-        bodies: vec![Body::new(
-            "box",
-            0,
-            Vec3::new(0.0, 0.0, 0.1),
-            1.0,
-            Vec3::repeat(0.01),
-        )],
-        joints: vec![Joint::new("free", JointKind::Free, 1)],
-        geoms: vec![
-            Geom::new("floor", 0, GeomShape::Plane),
-            Geom::new(
-                "box",
-                1,
-                GeomShape::Box {
-                    half: Vec3::repeat(0.1),
-                },
-            ),
-        ],
-        ..Default::default()
-    })
-    .unwrap();
+    let model = common::box_on_floor(0.1, 1.0, 0.01);
     for e in FORMULATIONS {
         assert_eq!(features(e.name, &model), Vec::<&str>::new(), "{}", e.name);
     }

@@ -4,9 +4,10 @@
 //! only in a mass reused the first model's weights for the second, whose soft contacts then
 //! had the wrong regularizer R = (1 − d)/d · Â.)
 
+mod common;
+
 use contactlab_solvers::formulation::{build, Formulation};
-use contactlab_solvers::geometry::GeomShape;
-use contactlab_solvers::model::{Body, Geom, Joint, JointKind, Model, ModelParts, Vec3};
+use contactlab_solvers::model::Model;
 use contactlab_solvers::soft_convex::invweight::InvWeights;
 use contactlab_solvers::State;
 
@@ -15,28 +16,7 @@ const STEPS: usize = 150;
 
 /// A box of `mass` kg (inertia fixed) dropped from 5 cm onto a floor.
 fn dropped_box(mass: f64) -> Model {
-    Model::new(ModelParts {
-        bodies: vec![Body::new(
-            "box",
-            0,
-            Vec3::new(0.0, 0.0, 0.15),
-            mass,
-            Vec3::repeat(0.02 / 3.0),
-        )],
-        joints: vec![Joint::new("free", JointKind::Free, 1)],
-        geoms: vec![
-            Geom::new("floor", 0, GeomShape::Plane),
-            Geom::new(
-                "box",
-                1,
-                GeomShape::Box {
-                    half: Vec3::repeat(0.1),
-                },
-            ),
-        ],
-        ..Default::default()
-    })
-    .unwrap()
+    common::box_on_floor(0.15, mass, 0.02 / 3.0)
 }
 
 /// soft_convex without warm start, so that a step depends only on the model and the state.

@@ -182,3 +182,32 @@ pub fn advance(model: &Model, q: &DVector<f64>, v: &DVector<f64>, t: f64) -> DVe
 pub fn max_abs(v: impl IntoIterator<Item = f64>) -> f64 {
     v.into_iter().fold(0.0, |m: f64, x| m.max(x.abs()))
 }
+
+/// A free cube of half-size 0.1 m at height `z` (m) above a floor plane through the origin,
+/// of `mass` kg and diagonal inertia `inertia` (kg m²) about its centre.
+pub fn box_on_floor(z: f64, mass: f64, inertia: f64) -> Model {
+    use contactlab_solvers::geometry::GeomShape;
+    use contactlab_solvers::model::Geom;
+    Model::new(ModelParts {
+        bodies: vec![Body::new(
+            "box",
+            0,
+            Vec3::new(0.0, 0.0, z),
+            mass,
+            Vec3::repeat(inertia),
+        )],
+        joints: vec![Joint::new("free", JointKind::Free, 1)],
+        geoms: vec![
+            Geom::new("floor", 0, GeomShape::Plane),
+            Geom::new(
+                "box",
+                1,
+                GeomShape::Box {
+                    half: Vec3::repeat(0.1),
+                },
+            ),
+        ],
+        ..Default::default()
+    })
+    .unwrap()
+}
