@@ -3,10 +3,9 @@
 //! and a real kill-and-resume. Uses the test fakes (`CONTACTLAB_TESTKIT=1`).
 
 mod common;
-use common::{assert_bad, contactlab, stderr, GOOD};
+use common::{assert_bad, contactlab, spawn_contactlab, stderr, GOOD};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -300,14 +299,7 @@ fn killed_run_resumes_and_keeps_finished_cells() {
         .replace("reference: {kind: same_formulation, timestep: 0.005}\n", "");
     std::fs::write(tmp.path().join("slow.yaml"), text).unwrap();
     let cells: PathBuf = tmp.path().join("results/clitest/cells");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(["run", "slow.yaml", "--jobs", "1"])
-        .current_dir(tmp.path())
-        .env("CONTACTLAB_TESTKIT", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_contactlab(&["run", "slow.yaml", "--jobs", "1"], tmp.path());
     let count = |d: &Path| {
         std::fs::read_dir(d)
             .map(|r| {

@@ -5,11 +5,10 @@
 //! files written to temporary folders.
 
 mod common;
-use common::{contactlab, stderr, GOOD};
+use common::{contactlab, spawn_contactlab, stderr, GOOD};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use contactlab_harness::catalog::Catalog;
@@ -319,14 +318,7 @@ fn two_concurrent_runs_into_one_folder_give_one_clear_error() {
         .replace("horizon: 0.2", "horizon: 20.0")
         .replace("reference: {kind: same_formulation, timestep: 0.005}\n", "");
     std::fs::write(tmp.path().join("slow.yaml"), text).unwrap();
-    let mut first = Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(["run", "slow.yaml", "--jobs", "1"])
-        .current_dir(tmp.path())
-        .env("CONTACTLAB_TESTKIT", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = spawn_contactlab(&["run", "slow.yaml", "--jobs", "1"], tmp.path());
     let manifest = tmp.path().join("results/clitest/manifest.json");
     let start = Instant::now();
     while !manifest.exists() && start.elapsed() < Duration::from_secs(120) {

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A valid experiment on the testkit's falling point: 2 timesteps x 2 seeds, results in
 /// `results/clitest/`.
@@ -27,6 +27,19 @@ pub fn contactlab(args: &[&str], cwd: &Path) -> Output {
         .current_dir(cwd)
         .env("CONTACTLAB_TESTKIT", "1")
         .output()
+        .unwrap()
+}
+
+/// Start the binary with `args` in `cwd` in the background (test fakes registered, output
+/// discarded), for tests that act on a run while it is going.
+pub fn spawn_contactlab(args: &[&str], cwd: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_contactlab"))
+        .args(args)
+        .current_dir(cwd)
+        .env("CONTACTLAB_TESTKIT", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap()
 }
 
