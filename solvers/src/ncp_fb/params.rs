@@ -11,7 +11,10 @@ use crate::formulation::{FormulationError, ParamDoc};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NcpFbParams {
-    /// Maximum Newton iterations per step (the paper runs 16).
+    /// Maximum Newton iterations per solve (the paper runs 16): the solve from p = 0 and, when
+    /// that ends unconverged, each stage of the Tikhonov continuation
+    /// ([`super::solve::solve`], at most [`super::solve::MAX_STAGES`] stages). A step's total
+    /// (`StepReport` iterations) is their sum.
     pub newton_iterations: usize,
     /// Minimum Newton iterations before the stopping test may end the loop, counted from 1
     /// (spec §7.8: stop when k + 1 ≥ k_min); also the first iterate eligible as best iterate.
@@ -117,7 +120,7 @@ impl Default for NcpFbParams {
 
 /// Parameter documentation, in the order of [`NcpFbParams`]; a test checks it against the defaults.
 pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "newton_iterations", default: "16", unit: "-", doc: "maximum Newton iterations per step" },
+    ParamDoc { name: "newton_iterations", default: "16", unit: "-", doc: "maximum Newton iterations per solve: the solve from p = 0, and each continuation stage when that one ends unconverged (the step reports their sum)" },
     ParamDoc { name: "k_min", default: "1", unit: "-", doc: "minimum Newton iterations before stopping (counted from 1)" },
     ParamDoc { name: "tolerance", default: "1e-10", unit: "m/s", doc: "tolerance on the residual max-norm (velocity rows)" },
     ParamDoc { name: "ncp_tolerance", default: "1e-9", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
