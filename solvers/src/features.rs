@@ -12,13 +12,14 @@
 
 use serde::Serialize;
 
+use crate::geometry::GeomShape;
 use crate::model::{Equality, Integrator, JointKind, Model};
 
 /// One model feature a formulation does not model for a given model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IgnoredFeature {
     /// Stable short name of the feature: `equality`, `frictionloss`, `limit`, `condim`,
-    /// `pair`, `exclude`, `option.integrator`, `option.solver`.
+    /// `pair`, `exclude`, `collision_pair`, `option.integrator`, `option.solver`.
     pub feature: &'static str,
     /// One line: which elements carry it and what the formulation does instead. Never holds
     /// `;` (the separator of [`joined`]).
@@ -76,6 +77,39 @@ pub fn collision(model: &Model) -> Vec<IgnoredFeature> {
             format!(
                 "{} explicit contact pairs (<pair>) are not detected: only contype/conaffinity pairs collide",
                 model.pairs.len()
+            ),
+        ));
+    }
+    // Pairs the narrow phase has no contact routine for (crate::collision::height_field: a
+    // height field against a triangle mesh or another height field) collide with nothing.
+    let no_routine = |g: usize| {
+        matches!(
+            model.geoms[g].shape,
+            GeomShape::TriangleMesh { .. } | GeomShape::HeightField { .. }
+        )
+    };
+    let unsupported: Vec<(usize, usize)> = crate::collision::broad_phase::filtered_pairs(model)
+        .into_iter()
+        .filter(|&(a, b)| {
+            no_routine(a)
+                && no_routine(b)
+                && [a, b]
+                    .iter()
+                    .any(|&g| matches!(model.geoms[g].shape, GeomShape::HeightField { .. }))
+        })
+        .collect();
+    if !unsupported.is_empty() {
+        let names = unsupported
+            .iter()
+            .map(|&(a, b)| format!("{}-{}", model.geoms[a].name, model.geoms[b].name));
+        out.push(IgnoredFeature::new(
+            "collision_pair",
+            format!(
+                "{} never collide (no height field against triangle mesh or height field contacts)",
+                count_names(
+                    "geom pair",
+                    names.collect::<Vec<_>>().iter().map(String::as_str)
+                )
             ),
         ));
     }

@@ -176,3 +176,54 @@ fn a_plain_model_is_modelled_in_full_by_every_formulation() {
         assert_eq!(features(e.name, &model), Vec::<&str>::new(), "{}", e.name);
     }
 }
+
+/// A height field has no contact routine against a triangle mesh (module doc of
+/// `collision::height_field`): every formulation records the pair instead of reading "ok"
+/// while the mesh falls through; a convex box on the same field is not listed.
+#[test]
+fn height_field_against_a_triangle_mesh_is_recorded_as_never_colliding() {
+    use nalgebra::{DMatrix, Point3};
+    let mesh = GeomShape::TriangleMesh {
+        vertices: vec![
+            Point3::new(0.0, 0.0, 0.0),
+            Point3::new(0.1, 0.0, 0.0),
+            Point3::new(0.0, 0.1, 0.0),
+            Point3::new(0.0, 0.0, 0.1),
+        ],
+        triangles: vec![[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]],
+    };
+    let field = GeomShape::HeightField {
+        heights: DMatrix::zeros(3, 3),
+        size_x: 2.0,
+        size_y: 2.0,
+    };
+    let parts = |shape: GeomShape| ModelParts {
+        bodies: vec![Body::new(
+            "b",
+            0,
+            Vec3::new(0.0, 0.0, 0.2),
+            1.0,
+            Vec3::repeat(0.01),
+        )],
+        joints: vec![Joint::new("free", JointKind::Free, 1)],
+        geoms: vec![
+            Geom::new("field", 0, field.clone()),
+            Geom::new("m", 1, shape),
+        ],
+        ..Default::default()
+    };
+    let with_mesh = Model::new(parts(mesh)).unwrap();
+    let with_box = Model::new(parts(GeomShape::Box {
+        half: Vec3::repeat(0.05),
+    }))
+    .unwrap();
+    for e in FORMULATIONS {
+        assert!(
+            features(e.name, &with_mesh).contains(&"collision_pair"),
+            "{}: {:?}",
+            e.name,
+            features(e.name, &with_mesh)
+        );
+        assert!(!features(e.name, &with_box).contains(&"collision_pair"));
+    }
+}

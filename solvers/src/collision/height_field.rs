@@ -29,7 +29,8 @@
 //!   through a prism's vertical faces (a body pressed against a step sideways) are not
 //!   modelled; a step is felt through its sloped triangles only;
 //! * triangle meshes and height fields colliding with a height field give no contacts (as
-//!   parry does not support the pair; not an error).
+//!   parry does not support the pair); every formulation records such a pair in its
+//!   ignored features (`collision_pair`, [`crate::features::collision`]).
 
 use nalgebra::UnitQuaternion;
 use parry3d_f64::math::{Pose, Rot3, Vector as PVec};
