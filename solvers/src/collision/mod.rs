@@ -71,7 +71,7 @@ pub struct Contact {
     pub bodies: [usize; 2],
     /// Contact point, midway between the surfaces (m, world).
     pub point: Vec3,
-    /// Rows `(n, t1, t2)`, world frame; n from geoms[0] to geoms[1].
+    /// Rows `(n, t1, t2)`, world frame; n from `geoms[0]` to `geoms[1]`.
     pub frame: Matrix3<f64>,
     /// Signed distance (m), negative in penetration.
     pub gap: f64,
@@ -80,7 +80,7 @@ pub struct Contact {
 }
 
 impl Contact {
-    /// The contact normal (first frame row), pointing from geoms[0] to geoms[1].
+    /// The contact normal (first frame row), pointing from `geoms[0]` to `geoms[1]`.
     pub fn normal(&self) -> Vec3 {
         self.frame.row(0).transpose()
     }

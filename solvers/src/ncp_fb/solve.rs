@@ -71,7 +71,7 @@ pub struct Solution {
     /// Why no iterate could be produced, when the first iteration already failed (no finite
     /// Newton direction, or no finite trial point in the line search): the returned `p` is
     /// then the start p = 0 and carries no solution. `None` whenever `iterations ≥ 1` or the
-    /// problem has no rows. [`super::NcpFb::step`] turns it into a failed step.
+    /// problem has no rows. [`super::NcpFb`]'s `step` turns it into a failed step.
     pub failure: Option<String>,
 }
 
