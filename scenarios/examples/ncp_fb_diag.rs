@@ -2,6 +2,10 @@
 //! dump the Newton systems of the worst unconverged steps (issue 13, "find the cause").
 //!
 //! `cargo run -p contactlab-scenarios --example ncp_fb_diag -- SCENE H [SECONDS] [DUMP] [PARAMS_JSON]`
+//!
+//! Environment: `WHY=1` prints, for every unconverged step, which part of the stopping test it
+//! misses (residual, NCP criterion, penetration, equation rows); `DUMP_FROM=i` starts the dump
+//! at the i-th worst unconverged step instead of the worst.
 
 use contactlab_scenarios::build;
 use contactlab_solvers::ncp_fb::residual::{Block, Friction};
@@ -42,6 +46,20 @@ fn main() {
         } else {
             unconv += 1;
             worst_un_ncp = worst_un_ncp.max(ncp);
+            if let Some(d) = &det {
+                let (pb, so) = (&d.problem, &d.solution);
+                let r = pb.constraint_residual(&so.u, &so.p);
+                if std::env::var_os("WHY").is_some() {
+                    println!(
+                        "  unconverged step {k}: residual {:.2e} ncp {:.2e} penetration/h {:.2e} equations {:.2e} nl {}",
+                        so.residual,
+                        so.ncp,
+                        pb.penetration(&so.u, &so.p) / h,
+                        pb.equation_residual(&r),
+                        pb.nl()
+                    );
+                }
+            }
             bad.push((r.residual, k, before));
         }
     }
@@ -59,7 +77,20 @@ fn main() {
         bad.first().map_or(0.0, |b| b.0),
         bad.get(bad.len() / 2).map_or(0.0, |b| b.0)
     );
-    for (res, k, st) in bad.iter().take(dump) {
+    // Residual deciles of the unconverged steps.
+    let dec: Vec<String> = (0..10)
+        .map(|i| format!("{:.1e}", bad.get(i * bad.len() / 10).map_or(0.0, |b| b.0)))
+        .collect();
+    println!(
+        "unconverged residual deciles (worst first): {}",
+        dec.join(" ")
+    );
+    // DUMP_FROM=i starts the dump at the i-th worst unconverged step.
+    let from: usize = std::env::var("DUMP_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for (res, k, st) in bad.iter().skip(from).take(dump) {
         println!("\n=== step {k} t {:.4} residual {res:.3e}", st.t);
         let u = scene.controls_at(st.t, st);
         let asm = f.assemble(&scene.model, &st.q, &st.v, &u, h, st.t).unwrap();

@@ -1,9 +1,10 @@
 //! ncp_fb on box_traversal through the box crossing (issue 13): every converged step meets the
-//! NCP criterion at 1e-6 (impulses), the share of unconverged steps stays below its measured
-//! bound, and the robot ends past the box's far edge, upright. The issue's target (at most 1 %
-//! unconverged at every h) is not met yet; the bounds here are the measured values with a
-//! small margin, so a regression of the solver shows (module doc of `ncp_fb`, "Known
-//! limitations").
+//! NCP criterion at 1e-6 (impulses), at most 1 % of the steps end unconverged at h = 1, 2, 5,
+//! 10, 20 and 100 ms (the issue's target), the robot ends past the box's far edge, upright, and
+//! at h = 5 ms its final x is within 1 cm of the h = 0.5 ms run. At h = 50 ms 2 of 120 steps
+//! (1.7 %) end unconverged, at residuals of 1.2e-10 and 1.2e-8 m/s against the 1e-10 m/s
+//! tolerance: the bound there is that measured value, not the target (module doc of `ncp_fb`,
+//! "Globalization").
 
 use contactlab_scenarios::build;
 use contactlab_solvers::ncp_fb::{NcpFb, NcpFbParams};
@@ -22,7 +23,11 @@ struct Run {
 }
 
 fn run(h: f64) -> Run {
-    let scene = build("box_traversal", &json!({})).unwrap();
+    run_scene("box_traversal", h)
+}
+
+fn run_scene(name: &str, h: f64) -> Run {
+    let scene = build(name, &json!({})).unwrap();
     let mut f = NcpFb::new(NcpFbParams::default()).unwrap();
     let mut s = scene.initial.clone();
     let steps = (scene.horizon / h).round() as usize;
@@ -46,7 +51,7 @@ fn run(h: f64) -> Run {
     }
 }
 
-fn check(h: f64, max_unconverged: usize) {
+fn check(h: f64, max_unconverged: usize) -> Run {
     let r = run(h);
     println!(
         "h = {h}: {} of {} unconverged, worst converged NCP {:.3e} J, final x {:.4} m, up {:.4}",
@@ -65,18 +70,76 @@ fn check(h: f64, max_unconverged: usize) {
     );
     assert!(r.final_x > PAST_BOX_X, "h = {h}: final x {}", r.final_x);
     assert!(r.up > 0.99, "h = {h}: chassis up {}", r.up);
+    r
+}
+
+/// At most 1 % of the steps (rounded down; at least 0).
+fn one_percent(h: f64) -> usize {
+    (0.01 * (6.0 / h)).floor() as usize
 }
 
 #[test]
-fn box_traversal_at_50_ms_converges_with_ncp_below_1e_6() {
+fn box_traversal_at_100_50_and_20_ms_converges_with_ncp_below_1e_6() {
+    check(0.1, one_percent(0.1));
     check(0.05, MAX_UNCONVERGED_50MS);
+    check(0.02, one_percent(0.02));
 }
 
 #[test]
-fn box_traversal_at_5_ms_converges_with_ncp_below_1e_6() {
-    check(0.005, MAX_UNCONVERGED_5MS);
+fn box_traversal_at_10_and_2_ms_converges_with_ncp_below_1e_6() {
+    check(0.01, one_percent(0.01));
+    check(0.002, one_percent(0.002));
 }
 
-/// Measured with the default parameters (16 Newton iterations per stage): see the module doc.
-const MAX_UNCONVERGED_50MS: usize = 15;
-const MAX_UNCONVERGED_5MS: usize = 60;
+#[test]
+fn box_traversal_at_1_ms_converges_with_ncp_below_1e_6() {
+    check(0.001, one_percent(0.001));
+}
+
+/// The crossing keeps its physics: the final chassis x at 5 ms is within 1 cm of the 0.5 ms run
+/// (measured 4.0510 vs 4.0505 m).
+#[test]
+fn box_traversal_at_5_ms_converges_and_ends_within_1_cm_of_the_0_5_ms_run() {
+    let coarse = check(0.005, one_percent(0.005));
+    let fine = run(0.0005);
+    println!(
+        "h = 0.5 ms: {} of {} unconverged, final x {:.4} m",
+        fine.unconverged, fine.steps, fine.final_x
+    );
+    assert!(
+        (coarse.final_x - fine.final_x).abs() <= 0.01,
+        "final x {} at 5 ms vs {} at 0.5 ms",
+        coarse.final_x,
+        fine.final_x
+    );
+}
+
+/// mesh_terrain (procedural, default seed, 10 s) at 5, 20 and 50 ms: at most 1 % unconverged
+/// (measured 0 of 2000, 0 of 500, 1 of 200) and every converged step's NCP criterion below
+/// 1e-6 J; the robot stays upright.
+#[test]
+fn mesh_terrain_at_5_20_and_50_ms_converges_with_ncp_below_1e_6() {
+    for h in [0.005, 0.02, 0.05] {
+        let r = run_scene("mesh_terrain", h);
+        println!(
+            "mesh_terrain h = {h}: {} of {} unconverged, worst converged NCP {:.3e} J, final x {:.4} m, up {:.4}",
+            r.unconverged, r.steps, r.worst_converged_ncp, r.final_x, r.up
+        );
+        assert!(
+            r.worst_converged_ncp <= 1e-6,
+            "h = {h}: NCP {:.3e}",
+            r.worst_converged_ncp
+        );
+        assert!(
+            r.unconverged as f64 <= 0.01 * r.steps as f64,
+            "h = {h}: {} of {} unconverged",
+            r.unconverged,
+            r.steps
+        );
+        assert!(r.up > 0.9, "h = {h}: chassis up {}", r.up);
+    }
+}
+
+/// Measured with the default parameters (module doc of `ncp_fb`, "Globalization"): 2 of 120;
+/// the issue's target would be 1.
+const MAX_UNCONVERGED_50MS: usize = 2;

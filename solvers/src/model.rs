@@ -414,7 +414,7 @@ impl Joint {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContactMaterial {
-    /// Friction coefficients (sliding μ [-], torsional [m], rolling [m]) (MuJoCo `friction`).
+    /// Friction coefficients (sliding μ \[-\], torsional \[m\], rolling \[m\]) (MuJoCo `friction`).
     pub friction: [f64; 3],
     /// Contact dimensionality: 1 (frictionless), 3 (sliding), 4 (+torsion), 6 (+rolling).
     pub condim: u8,
@@ -620,7 +620,7 @@ pub struct ContactPair {
     pub geoms: [usize; 2],
     /// Contact dimensionality: 1, 3, 4 or 6. Default 3.
     pub condim: u8,
-    /// Friction (tangent1, tangent2 [-], torsional [m], rolling1, rolling2 [m]).
+    /// Friction (tangent1, tangent2 \[-\], torsional \[m\], rolling1, rolling2 \[m\]).
     /// Default (1, 1, 0.005, 1e-4, 1e-4).
     pub friction: [f64; 5],
     /// solref of the normal direction. Default (0.02, 1).

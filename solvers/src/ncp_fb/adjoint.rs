@@ -16,9 +16,18 @@
 //!
 //! and `dL/dx = (∂q⁺/∂q⁻)ᵀ ∂L/∂q⁺ − wᵀ ∂G/∂x`. [`Mode::Exact`] uses the exact Jacobian of the
 //! converged residual, including ∂W/∂(v, p_n, p_f) and the FB partials, without the Newton-only
-//! regularization (§7.6): it is non-symmetric, and is solved directly (dense LU with partial
-//! pivoting, full pivoting as fallback), which is exact where per-contact block elimination or a
-//! Krylov method would be approximations of the same system. [`Mode::Lagged`] is the
+//! regularization (§7.6): it is non-symmetric, and is solved directly, which is exact where
+//! per-contact block elimination or a Krylov method would be approximations of the same system.
+//! Statically indeterminate contacts make A singular (sticking line contacts: the natural map's
+//! sticking rows are the Delassus rows `J_f M⁻¹ Jᵀ`, whose internal-force directions are null;
+//! impulses are not unique, the velocity is): the transposed system is then consistent (its
+//! right-hand side `Bᵀ ḡ_u` is orthogonal to the internal-force directions, which move no dof)
+//! and any solution gives the same `w_u`; the minimum-norm one (SVD, singular values below
+//! 1e-12 σ_max dropped) also keeps the impulse multipliers `w_p` free of arbitrary
+//! internal-force components, which the parameter terms `−R_vᵀ w_p`, `−R_dᵀ w_p` would carry.
+//! Every step is solved so (backward stable, like LU, where A is regular). A step whose
+//! system has no finite solution contributes nothing and is counted in
+//! [`Gradient::failed_solves`]. [`Mode::Lagged`] is the
 //! approximation of spec §2.6: W and the friction row scale frozen (`∂r_f/∂p_n = 0`), the
 //! Newton-only regularization kept in A; it is offered so that its error can be reported.
 //!
@@ -248,6 +257,9 @@ pub struct Gradient {
     /// Forward steps the sweep went through that had not converged: there the implicit
     /// function theorem does not apply and the gradient is not a derivative.
     pub unconverged_steps: usize,
+    /// Steps whose transposed system had no finite solution (module doc): their terms are
+    /// missing and the gradient is not a derivative.
+    pub failed_solves: usize,
 }
 
 /// Run `n` steps from `initial` with `controls[k]` at step k (missing steps: zero controls),
@@ -394,16 +406,14 @@ fn integrate_vjp(
 }
 
 /// Solve `Aᵀ x = b` densely (LU, full pivoting as fallback).
-fn solve_transposed(a: &DMatrix<f64>, b: &DVector<f64>) -> DVector<f64> {
-    let at = a.transpose();
-    match at.clone().lu().solve(b) {
-        Some(x) if x.iter().all(|v| v.is_finite()) => x,
-        _ => at
-            .full_piv_lu()
-            .solve(b)
-            .filter(|x| x.iter().all(|v| v.is_finite()))
-            .unwrap_or_else(|| DVector::zeros(b.len())),
-    }
+/// Solve `Aᵀ x = b` (module doc): the minimum-norm least-squares solution by SVD (singular
+/// values below 1e-12 σ_max dropped); `None` if it is not finite.
+fn solve_transposed(a: &DMatrix<f64>, b: &DVector<f64>) -> Option<DVector<f64>> {
+    let svd = a.transpose().svd(true, true);
+    let smax = svd.singular_values.max();
+    svd.solve(b, 1e-12 * smax)
+        .ok()
+        .filter(|x| x.iter().all(|v| v.is_finite()))
 }
 
 /// One backward sweep over `rollout` for the loss whose partials with respect to state k
@@ -429,6 +439,7 @@ pub fn backward(
         one_sided: 0,
         dropped: 0,
         unconverged_steps: rollout.unconverged(),
+        failed_solves: 0,
     };
     for k in (0..n).rev() {
         let step = &rollout.step(k);
@@ -458,7 +469,13 @@ pub fn backward(
                     a[(i, i)] += reg[i];
                 }
             }
-            let w_p = solve_transposed(&a, &(pb.minv_jt.transpose() * &g_u));
+            let w_p = match solve_transposed(&a, &(pb.minv_jt.transpose() * &g_u)) {
+                Some(w) => w,
+                None => {
+                    out.failed_solves += 1;
+                    DVector::zeros(nl)
+                }
+            };
             let rv_w = lin.r_vel.transpose() * &w_p;
             let w_u = &g_u - pb.j.transpose() * &rv_w;
             let rd_w = lin.r_data.transpose() * &w_p;

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::pcr::Preconditioner;
+use super::residual::FrictionResidual;
 use super::solve::LinearSolver;
 use crate::formulation::{FormulationError, ParamDoc};
 
@@ -11,7 +12,8 @@ use crate::formulation::{FormulationError, ParamDoc};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NcpFbParams {
-    /// Maximum Newton iterations per solve (the paper runs 16): the solve from p = 0 and, when
+    /// Maximum Newton iterations per solve (the paper runs 16; 40 here, module doc "Globalization",
+    /// measured on box_traversal, issue 13): the solve from p = 0 and, when
     /// that ends unconverged, each stage of the Tikhonov continuation
     /// ([`super::solve::solve`], at most [`super::solve::MAX_STAGES`] stages). A step's total
     /// (`StepReport` iterations) is their sum.
@@ -28,9 +30,17 @@ pub struct NcpFbParams {
     /// Fischer–Burmeister smoothing ε (m): both FB arguments are lengths, so the resting gap of
     /// a loaded contact is ε²/(2 h² w_n λ_n) (spec §7.1): 5e-12 m for the cube at h = 1 ms.
     pub fb_smoothing: f64,
+    /// The friction rows' complementarity function (module doc, "Friction rows"):
+    /// `natural_map` (the default: Alart–Curnier's projection onto the friction disk, exact
+    /// sticking, no projection of the iterates) or `dissipation_weight` (the paper's
+    /// maximal-dissipation weight W, iterates projected onto the cone).
+    pub friction_residual: FrictionResidual,
     /// Slip-speed smoothing ε_v (m/s) in the maximal-dissipation weight W, independent of h
     /// (spec §7.3 asks ε_v² ≤ 1e-8 m²/s²); a sticking contact creeps at ≈ ε_v²/(2 w_t g).
-    pub friction_smoothing: f64,
+    /// `None`: [`NcpFbParams::FRICTION_SMOOTHING`]. Acts only with
+    /// `friction_residual: dissipation_weight` (the natural map needs no smoothing): given
+    /// with `natural_map` it is an error.
+    pub friction_smoothing: Option<f64>,
     /// Newton-only regularization, relative to each row's inverse weight (J M⁻¹ Jᵀ)_ii, added to
     /// the Schur complement's diagonal only, never to the residual (spec §1.5): normal, limit,
     /// servo and equality rows.
@@ -39,6 +49,13 @@ pub struct NcpFbParams {
     pub friction_regularization: f64,
     /// Maximum backtracking halvings of the line search on the residual norm (spec §7.4).
     pub ls_iterations: usize,
+    /// Full-step period m of the first globalization pass (module doc, "Globalization"): full
+    /// Newton steps, with a line search every m-th iteration; 0 skips that pass (a line search
+    /// at every iteration).
+    pub full_step_period: usize,
+    /// Memory M of the non-monotone line search (Grippo, Lampariello & Lucidi 1986): a trial is
+    /// accepted against the largest merit ‖r‖² of the last M iterates; 1 is monotone Armijo.
+    pub nonmonotone_memory: usize,
     /// Extra collision detection distance (m): contacts up to this far apart at q⁻ get
     /// complementarity rows, so a resting contact (gap ≈ ε²/(2 h² w_n λ_n) > 0) and a contact
     /// that closes within the step are seen (a far one simply carries no impulse).
@@ -97,15 +114,18 @@ impl ServoForm {
 impl Default for NcpFbParams {
     fn default() -> Self {
         Self {
-            newton_iterations: 16,
+            newton_iterations: 40,
             k_min: 1,
             tolerance: 1e-10,
             ncp_tolerance: 1e-9,
             fb_smoothing: 1e-8,
-            friction_smoothing: 1e-6,
+            friction_residual: FrictionResidual::NaturalMap,
+            friction_smoothing: None,
             regularization: 1e-10,
             friction_regularization: 1e-10,
             ls_iterations: 20,
+            full_step_period: 4,
+            nonmonotone_memory: 8,
             detection_margin: 0.01,
             merge_distance: 1e-4,
             compliance: 1e-8,
@@ -120,15 +140,18 @@ impl Default for NcpFbParams {
 
 /// Parameter documentation, in the order of [`NcpFbParams`]; a test checks it against the defaults.
 pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc { name: "newton_iterations", default: "16", unit: "-", doc: "maximum Newton iterations per solve: the solve from p = 0, and each continuation stage when that one ends unconverged (the step reports their sum)" },
+    ParamDoc { name: "newton_iterations", default: "40", unit: "-", doc: "maximum Newton iterations per solve: the solve from p = 0, and each continuation stage when that one ends unconverged (the step reports their sum)" },
     ParamDoc { name: "k_min", default: "1", unit: "-", doc: "minimum Newton iterations before stopping (counted from 1)" },
     ParamDoc { name: "tolerance", default: "1e-10", unit: "m/s", doc: "tolerance on the residual max-norm (velocity rows)" },
     ParamDoc { name: "ncp_tolerance", default: "1e-9", unit: "J", doc: "tolerance on the NCP criterion sum |<p, v + Phi(v)>| (impulses)" },
     ParamDoc { name: "fb_smoothing", default: "1e-8", unit: "m", doc: "Fischer-Burmeister smoothing length (resting gap eps^2/(2 h^2 w_n lambda_n))" },
-    ParamDoc { name: "friction_smoothing", default: "1e-6", unit: "m/s", doc: "slip-speed smoothing in the maximal-dissipation weight W" },
+    ParamDoc { name: "friction_residual", default: "natural_map", unit: "-", doc: "friction rows: natural_map (Alart-Curnier projection onto the friction disk, exact sticking) or dissipation_weight (the paper's maximal-dissipation weight W, iterates projected onto the cone)" },
+    ParamDoc { name: "friction_smoothing", default: "1e-6", unit: "m/s", doc: "slip-speed smoothing in the maximal-dissipation weight W (only with friction_residual: dissipation_weight; an error otherwise)" },
     ParamDoc { name: "regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization relative to (J M^-1 J^T)_ii: normal, limit, servo, equality rows" },
     ParamDoc { name: "friction_regularization", default: "1e-10", unit: "-", doc: "Newton-only diagonal regularization of the friction rows, relative to (J M^-1 J^T)_ii" },
     ParamDoc { name: "ls_iterations", default: "20", unit: "-", doc: "maximum halvings of the line search on the residual norm" },
+    ParamDoc { name: "full_step_period", default: "4", unit: "-", doc: "first pass: full Newton steps with a line search every m-th iteration (0: no full-step pass)" },
+    ParamDoc { name: "nonmonotone_memory", default: "8", unit: "-", doc: "non-monotone line search: accept against the largest merit of the last M iterates (1: monotone Armijo)" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
     ParamDoc { name: "merge_distance", default: "1e-4", unit: "m", doc: "merge contacts of one geom pair closer than this with the same normal (redundant points); 0 disables" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
@@ -146,6 +169,8 @@ impl NcpFbParams {
     pub const PCR_TOLERANCE: f64 = 1e-10;
     /// PCR preconditioner when `preconditioner` is not given.
     pub const PRECONDITIONER: Preconditioner = Preconditioner::BlockJacobi;
+    /// Slip-speed smoothing ε_v (m/s) when `friction_smoothing` is not given.
+    pub const FRICTION_SMOOTHING: f64 = 1e-6;
 
     /// Check the domains, and that no parameter is given that the other settings leave without
     /// effect (`pcr_iterations`, `pcr_tolerance`, `preconditioner` with `linear_solver: dense`).
@@ -161,6 +186,12 @@ impl NcpFbParams {
         };
         if self.newton_iterations == 0 {
             return bad("newton_iterations must be >= 1".into());
+        }
+        if self.full_step_period == 1 {
+            return bad("full_step_period = 1 searches at every iteration, which the second pass already does; use 0 (no full-step pass) or m >= 2".into());
+        }
+        if self.nonmonotone_memory == 0 {
+            return bad("nonmonotone_memory must be >= 1 (1: monotone Armijo)".into());
         }
         if self.linear_solver != LinearSolver::Pcr {
             for (key, given) in [
@@ -188,7 +219,6 @@ impl NcpFbParams {
             ("tolerance", self.tolerance),
             ("ncp_tolerance", self.ncp_tolerance),
             ("fb_smoothing", self.fb_smoothing),
-            ("friction_smoothing", self.friction_smoothing),
             ("regularization", self.regularization),
             ("friction_regularization", self.friction_regularization),
             ("detection_margin", self.detection_margin),
@@ -203,12 +233,15 @@ impl NcpFbParams {
                 return bad(format!("{what} = {v} must be finite and >= 0"));
             }
         }
-        if self.friction_smoothing <= 0.0
-            || self.friction_smoothing * self.friction_smoothing > 1e-8
+        if self.friction_residual == FrictionResidual::NaturalMap
+            && self.friction_smoothing.is_some()
         {
+            return bad("friction_smoothing: acts only with friction_residual: dissipation_weight (the natural map has no slip-speed smoothing); remove friction_smoothing or set friction_residual: dissipation_weight".into());
+        }
+        let eps_v = self.friction_smoothing.unwrap_or(Self::FRICTION_SMOOTHING);
+        if !(eps_v > 0.0 && eps_v * eps_v <= 1e-8) {
             return bad(format!(
-                "friction_smoothing = {} must be > 0 with eps_v^2 <= 1e-8 m^2/s^2 (spec 7.3)",
-                self.friction_smoothing
+                "friction_smoothing = {eps_v} must be > 0 with eps_v^2 <= 1e-8 m^2/s^2 (spec 7.3)"
             ));
         }
         Ok(())

@@ -226,6 +226,8 @@ mod tests {
             eps_v: 1e-6,
             rho_n: 0.0,
             rho_f: 0.0,
+            friction_residual: Default::default(),
+            center: DVector::zeros(0),
         };
         (pb, vec![Some([0, 1]), Some([0, 1]), None])
     }

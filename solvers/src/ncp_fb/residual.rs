@@ -140,8 +140,45 @@ pub struct Problem {
     /// `φ_ε(gap + h (v_n + ρ_n w_n p_n), h w_n p_n) / h` (0: rigid).
     pub rho_n: f64,
     /// Relative friction compliance ρ_f (-): friction rows read
-    /// `σ (J_f u + (W + ρ_f w_t) p_f)` (0: none).
+    /// `σ (J_f u + (W + ρ_f w_t) p_f)` (0: none); with the natural map, the tangential
+    /// velocity inside the projection reads `J_f u + ρ_f w_t p_f`.
     pub rho_f: f64,
+    /// Which complementarity function the friction rows use.
+    pub friction_residual: FrictionResidual,
+    /// Centre p̄ of the compliance terms (nλ, N s; empty: 0): the rows read ρ w (p − p̄) where
+    /// the docs of [`Self::rho_n`] and [`Self::rho_f`] write ρ w p. With p̄ = 0 that is the
+    /// Tikhonov regularization; with p̄ the previous iterate, the proximal-point
+    /// regularization ([`super::solve`]), whose fixed point p = p̄ is a root of the rigid rows.
+    pub center: DVector<f64>,
+}
+
+/// The complementarity function of the friction rows (R3); both have the same roots, the
+/// Coulomb cone with maximal dissipation (module doc of [`super`], "Friction rows").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrictionResidual {
+    /// The natural map of the friction disk (Alart & Curnier 1991, *Comput. Methods Appl.
+    /// Mech. Eng.* 92, eq. (20); Facchinei & Pang 2003, §1.5.2 "natural map"), in velocity
+    /// units: `r_f = w_t (p_f − Π_{D(μ p_n⁺)}(p_f − y/w_t))`, `y = J_f u + ρ_f w_t p_f`,
+    /// Π the projection onto the disk of radius μ max(p_n, 0). Defined and semismooth on all of
+    /// (u, p), so iterates need no projection onto the cone; sticking is exact (y = 0).
+    #[default]
+    NaturalMap,
+    /// The maximal-dissipation weight of Macklin et al. 2019 (spec eq. (5)–(7), §7.2–7.3):
+    /// `r_f = σ (J_f u + W p_f)` with W from the Fischer–Burmeister function of the cone
+    /// margin and the smoothed slip speed; defined only inside (twice) the cone, so iterates
+    /// are projected onto it.
+    DissipationWeight,
+}
+
+impl FrictionResidual {
+    /// The name used in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrictionResidual::NaturalMap => "natural_map",
+            FrictionResidual::DissipationWeight => "dissipation_weight",
+        }
+    }
 }
 
 /// How the friction rows are differentiated.
@@ -250,6 +287,11 @@ pub fn friction_weight(v: f64, cap: f64, m: f64, k: f64) -> FrictionWeight {
 }
 
 impl Problem {
+    /// Component i of the proximal centre ([`Self::center`]; 0 when empty).
+    fn cen(&self, i: usize) -> f64 {
+        self.center.get(i).copied().unwrap_or(0.0)
+    }
+
     /// Number of constraint rows nλ.
     pub fn nl(&self) -> usize {
         self.j.nrows()
@@ -276,8 +318,21 @@ impl Problem {
     }
 
     /// Project the impulses onto the admissible set (spec §2.5 safeguards): p_n ≥ 0, limits ≥ 0,
-    /// ‖p_f‖ ≤ μ p_n (radial scaling); servo and equality impulses are free.
+    /// ‖p_f‖ ≤ μ p_n (radial scaling); servo and equality impulses are free. Only with
+    /// [`FrictionResidual::DissipationWeight`], whose W is undefined outside the cone: the
+    /// natural map is defined everywhere and its iterates are left as Newton makes them
+    /// (a projected iterate turns the Newton direction of a contact sliding on the cone
+    /// boundary into an ascent direction of the merit function, module doc "Why Newton
+    /// stalled").
     pub fn project(&self, p: &mut DVector<f64>) {
+        if self.friction_residual == FrictionResidual::DissipationWeight {
+            self.project_cone(p);
+        }
+    }
+
+    /// Project the impulses onto the admissible set whatever the friction residual (the
+    /// projection of [`Self::project`]).
+    pub fn project_cone(&self, p: &mut DVector<f64>) {
         for b in &self.blocks {
             match *b {
                 Block::Contact {
@@ -356,8 +411,9 @@ impl Problem {
         let mut col = 0; // first data column of the current block
                          // A complementarity row: r = φ_ε(gap + h v, h w p) / h; data columns (gap, w).
         let comp = |row: usize, gap: f64, w: f64, rho: f64, col: usize, lin: &mut Linearization| {
+            let dp = p[row] - self.cen(row);
             let (phi, da, db) = fb(
-                gap + h * (vel[row] + rho * w * p[row]),
+                gap + h * (vel[row] + rho * w * dp),
                 h * w * p[row],
                 self.eps_fb,
             );
@@ -366,7 +422,7 @@ impl Problem {
                 lin.r_vel[(row, row)] = da;
                 lin.r_p[(row, row)] = (db + rho * da) * w;
                 lin.r_data[(row, col)] = da / h;
-                lin.r_data[(row, col + 1)] = (db + rho * da) * p[row];
+                lin.r_data[(row, col + 1)] = db * p[row] + rho * da * dp;
             }
         };
         for b in &self.blocks {
@@ -425,6 +481,9 @@ impl Problem {
         mode: Option<Friction>,
         lin: &mut Linearization,
     ) {
+        if self.friction_residual == FrictionResidual::NaturalMap {
+            return self.natural_map_rows(row, mu, wt, vel, p, col, mode, lin);
+        }
         let (f1, f2) = (row + 1, row + 2);
         let (c_wt, c_mu) = (col + 2, col + 3);
         let pf = Vector2::new(p[f1], p[f2]);
@@ -453,7 +512,8 @@ impl Problem {
         // p_n ≈ ε²/(2 h w_n gap) > 0.
         let sigma = wt / (wt + w);
         let wr = w + self.rho_f * wt;
-        let raw = t + pf * wr;
+        let pf_c = Vector2::new(self.cen(f1), self.cen(f2));
+        let raw = t + pf * w + (pf - pf_c) * (self.rho_f * wt);
         lin.r[f1] = sigma * raw[0];
         lin.r[f2] = sigma * raw[1];
         let Some(mode) = mode else { return };
@@ -481,10 +541,103 @@ impl Problem {
         // ∂/∂w_t = (∂σ/∂w_t)|_W raw + g_w ∂W/∂k with (∂σ/∂w_t)|_W = W/(w_t + W)².
         let g_w = pf * sigma - raw * (sigma * sigma / wt);
         let d_mu = g_w * (p[row] * fw.dcap);
-        let d_wt = raw * (w / ((wt + w) * (wt + w))) + pf * (sigma * self.rho_f) + g_w * fw.dk;
+        let d_wt =
+            raw * (w / ((wt + w) * (wt + w))) + (pf - pf_c) * (sigma * self.rho_f) + g_w * fw.dk;
         for (i, r) in [f1, f2].into_iter().enumerate() {
             lin.r_data[(r, c_mu)] = d_mu[i];
             lin.r_data[(r, c_wt)] = d_wt[i];
+        }
+    }
+
+    /// Friction rows (R3) as the natural map of the friction disk
+    /// ([`FrictionResidual::NaturalMap`]) of the contact whose normal row is `row`:
+    ///
+    /// `y = t + ρ_f w_t p_f` (t = J_f u), `z = p_f − y/w_t`, R = μ max(p_n, 0),
+    /// `r_f = y` where ‖z‖ ≤ R (sticking: Π(z) = z) and `r_f = w_t (p_f − R ẑ)` otherwise
+    /// (sliding: p_f = R ẑ at the root, antiparallel to t, the maximal-dissipation direction).
+    /// Generalized Jacobian on the sliding side with s = R/‖z‖, P = I − ẑẑᵀ:
+    /// `∂r/∂t = s P`, `∂r/∂p_f = w_t (I − (1 − ρ_f) s P)`, `∂r/∂p_n = −w_t μ ẑ` (p_n > 0),
+    /// `∂r/∂μ = −w_t p_n⁺ ẑ`, `∂r/∂w_t = p_f − R ẑ − s P t / w_t` (the sticking side:
+    /// `∂r/∂t = I`, `∂r/∂p_f = ρ_f w_t I`, `∂r/∂w_t = ρ_f p_f`). The lagged variant freezes s
+    /// and keeps the diagonal part: `∂r/∂t = s I`, `∂r/∂p_f = w_t (1 − (1 − ρ_f) s) I`.
+    #[allow(clippy::too_many_arguments)]
+    fn natural_map_rows(
+        &self,
+        row: usize,
+        mu: f64,
+        wt: f64,
+        vel: &DVector<f64>,
+        p: &DVector<f64>,
+        col: usize,
+        mode: Option<Friction>,
+        lin: &mut Linearization,
+    ) {
+        let (f1, f2) = (row + 1, row + 2);
+        let (c_wt, c_mu) = (col + 2, col + 3);
+        let pf = Vector2::new(p[f1], p[f2]);
+        let t = Vector2::new(vel[f1], vel[f2]);
+        let rho = self.rho_f;
+        let pf_c = Vector2::new(self.cen(f1), self.cen(f2));
+        let y = t + (pf - pf_c) * (rho * wt);
+        let z = pf - y / wt;
+        let pn = p[row].max(0.0);
+        let radius = mu * pn;
+        if radius <= 0.0 {
+            // The disk is the point 0: r_f = w_t p_f (the dissipation weight's skipped row,
+            // spec §7.8). At z = 0 this is the element of the generalized Jacobian taken, so a
+            // contact at rest from p = 0 does not get the sticking rows J_f u, whose Delassus
+            // rows are singular for redundant contacts.
+            lin.r[f1] = wt * pf[0];
+            lin.r[f2] = wt * pf[1];
+            if mode.is_some() {
+                lin.r_p.view_mut((f1, f1), (2, 2)).fill_diagonal(wt);
+                lin.r_data[(f1, c_wt)] = pf[0];
+                lin.r_data[(f2, c_wt)] = pf[1];
+            }
+            return;
+        }
+        let zn = z.norm();
+        if zn <= radius {
+            lin.r[f1] = y[0];
+            lin.r[f2] = y[1];
+            if mode.is_some() {
+                lin.r_vel.view_mut((f1, f1), (2, 2)).fill_diagonal(1.0);
+                lin.r_p.view_mut((f1, f1), (2, 2)).fill_diagonal(rho * wt);
+                lin.r_data[(f1, c_wt)] = rho * (pf[0] - pf_c[0]);
+                lin.r_data[(f2, c_wt)] = rho * (pf[1] - pf_c[1]);
+            }
+            return;
+        }
+        // Sliding (zn > radius > 0).
+        let zh = z / zn;
+        let s = radius / zn;
+        let r = (pf - zh * radius) * wt;
+        lin.r[f1] = r[0];
+        lin.r[f2] = r[1];
+        let Some(mode) = mode else { return };
+        let proj = Matrix2::identity() - zh * zh.transpose();
+        if mode == Friction::Lagged {
+            lin.r_vel.view_mut((f1, f1), (2, 2)).fill_diagonal(s);
+            lin.r_p
+                .view_mut((f1, f1), (2, 2))
+                .fill_diagonal(wt * (1.0 - (1.0 - rho) * s));
+        } else {
+            lin.r_vel.view_mut((f1, f1), (2, 2)).copy_from(&(proj * s));
+            lin.r_p
+                .view_mut((f1, f1), (2, 2))
+                .copy_from(&((Matrix2::identity() - proj * ((1.0 - rho) * s)) * wt));
+            if p[row] > 0.0 {
+                let d_pn = zh * (-wt * mu);
+                lin.r_p[(f1, row)] = d_pn[0];
+                lin.r_p[(f2, row)] = d_pn[1];
+            }
+        }
+        // Data partials (exact in both modes). ∂z/∂w_t = t/w_t² (ρ_f enters z as −ρ_f p_f).
+        let d_mu = zh * (-wt * pn);
+        let d_wt = pf - zh * radius - proj * t * (s / wt);
+        for (i, rr) in [f1, f2].into_iter().enumerate() {
+            lin.r_data[(rr, c_mu)] = d_mu[i];
+            lin.r_data[(rr, c_wt)] = d_wt[i];
         }
     }
 
@@ -496,26 +649,49 @@ impl Problem {
     /// out (c = 0, v_n = −gap⁻/h > 0) is complementary here but not at the velocity level.
     /// Servo and equality rows are equations, not complementarity rows: they do not count.
     pub fn ncp_criterion(&self, u: &DVector<f64>, p: &DVector<f64>) -> f64 {
+        self.ncp_terms(u, p, false)
+    }
+
+    /// The NCP criterion measured from the smoothed root (the stopping test's form): each
+    /// complementarity row's term less the product the FB smoothing leaves at its exact root,
+    /// `a b = ε²/2` with `a = c`, `b = h w p`, i.e. `p c / h = ε²/(2 h² w)` (J). Summed over the
+    /// rows of a step this floor is Σ ε²/(2 h² w): 7e-9 J for box_traversal's six wheel
+    /// contacts at h = 1 ms, above a 1e-9 J tolerance, so the raw criterion could never stop a
+    /// small step however exact its solution.
+    pub fn ncp_criterion_smoothed(&self, u: &DVector<f64>, p: &DVector<f64>) -> f64 {
+        self.ncp_terms(u, p, true)
+    }
+
+    fn ncp_terms(&self, u: &DVector<f64>, p: &DVector<f64>, less_floor: bool) -> f64 {
         let vel = &self.j * u;
         let h = self.h;
+        let floor = |w: f64| {
+            if less_floor && w > 0.0 {
+                self.eps_fb * self.eps_fb / (2.0 * h * h * w)
+            } else {
+                0.0
+            }
+        };
         self.blocks
             .iter()
             .map(|b| match *b {
-                Block::Limit { row, dist, .. } => (p[row] * (dist / h + vel[row])).abs(),
+                Block::Limit { row, dist, w } => (p[row] * (dist / h + vel[row]) - floor(w)).abs(),
                 Block::Contact {
                     row,
                     friction,
                     mu,
                     gap,
+                    wn,
                     ..
                 } => {
                     let cn = gap / h + vel[row];
+                    let normal = p[row] * cn - floor(wn);
                     if friction {
                         let vt = Vector2::new(vel[row + 1], vel[row + 2]);
-                        (p[row] * (cn + mu * vt.norm()) + p[row + 1] * vt[0] + p[row + 2] * vt[1])
+                        (normal + p[row] * mu * vt.norm() + p[row + 1] * vt[0] + p[row + 2] * vt[1])
                             .abs()
                     } else {
-                        (p[row] * cn).abs()
+                        normal.abs()
                     }
                 }
                 Block::Servo { .. } | Block::Equality { .. } => 0.0,
@@ -545,6 +721,38 @@ impl Problem {
         reg
     }
 
+    /// Largest violation of the admissible set in velocity units (m/s): over contacts,
+    /// `w_t max(0, ‖p_f‖ − μ max(p_n, 0))` and `w_n max(0, −p_n)`, over limits `w max(0, −p)`,
+    /// i.e. the impulse outside the Coulomb cone (or pulling) times the row's inverse weight.
+    /// The natural map's iterates are not projected, so the NCP-criterion stopping test checks
+    /// this too: where the slip is tiny, |⟨p, v + Φ(v)⟩| cannot see a friction impulse outside
+    /// the cone.
+    pub fn cone_violation(&self, p: &DVector<f64>) -> f64 {
+        self.blocks
+            .iter()
+            .map(|b| match *b {
+                Block::Contact {
+                    row,
+                    friction,
+                    mu,
+                    wn,
+                    wt,
+                    ..
+                } => {
+                    let pull = wn * (-p[row]).max(0.0);
+                    if friction {
+                        let m = Vector2::new(p[row + 1], p[row + 2]).norm();
+                        pull.max(wt * (m - mu * p[row].max(0.0)).max(0.0))
+                    } else {
+                        pull
+                    }
+                }
+                Block::Limit { row, w, .. } => w * (-p[row]).max(0.0),
+                Block::Servo { .. } | Block::Equality { .. } => 0.0,
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// Largest |r| over the equation rows (servo and equality rows), m/s: the NCP criterion
     /// does not see them, so the stopping test checks them separately.
     pub fn equation_residual(&self, r: &DVector<f64>) -> f64 {
@@ -568,7 +776,7 @@ impl Problem {
             .map(|b| match *b {
                 Block::Limit { row, dist, .. } => -(dist + self.h * vel[row]),
                 Block::Contact { row, gap, wn, .. } => {
-                    -(gap + self.h * (vel[row] + self.rho_n * wn * p[row]))
+                    -(gap + self.h * (vel[row] + self.rho_n * wn * (p[row] - self.cen(row))))
                 }
                 Block::Servo { .. } | Block::Equality { .. } => 0.0,
             })
@@ -620,6 +828,8 @@ mod tests {
             eps_v: 1e-6,
             rho_n: 0.0,
             rho_f: 0.0,
+            friction_residual: Default::default(),
+            center: DVector::zeros(0),
         }
     }
 
@@ -633,6 +843,10 @@ mod tests {
                 DVector::from_vec(vec![0.01, 0.3, -0.02]),
                 DVector::from_vec(vec![0.2, 0.02, -0.01, -0.3, 0.05]),
             ),
+            (
+                DVector::from_vec(vec![0.002, 0.3, -0.001]),
+                DVector::from_vec(vec![0.5, 0.02, -0.01, -0.3, 0.05]),
+            ),
         ]
     }
 
@@ -643,9 +857,41 @@ mod tests {
         );
     }
 
+    /// The toy with the given friction residual.
+    fn toys(gap: f64) -> Vec<Problem> {
+        [
+            FrictionResidual::NaturalMap,
+            FrictionResidual::DissipationWeight,
+        ]
+        .into_iter()
+        .map(|friction_residual| Problem {
+            friction_residual,
+            ..toy(gap)
+        })
+        .collect()
+    }
+
     #[test]
     fn jacobian_matches_central_differences() {
-        jacobian_check(&toy(-1e-3));
+        for pb in toys(-1e-3) {
+            jacobian_check(&pb);
+        }
+    }
+
+    /// The natural map's two branches are both exercised by [`points`]: the first point slides
+    /// (‖z‖ > μ p_n), the third sticks (‖z‖ ≤ μ p_n, r_f = J_f u exactly).
+    #[test]
+    fn natural_map_points_cover_sliding_and_sticking() {
+        let pb = toy(-1e-3);
+        let pts = points();
+        let z = |(u, p): &(DVector<f64>, DVector<f64>)| {
+            let v = &pb.j * u;
+            (Vector2::new(p[1], p[2]) - Vector2::new(v[1], v[2]) / 0.5).norm() - 0.3 * p[0]
+        };
+        assert!(z(&pts[0]) > 0.0 && z(&pts[2]) < 0.0);
+        let r = pb.constraint_residual(&pts[2].0, &pts[2].1);
+        let v = &pb.j * &pts[2].0;
+        assert_eq!((r[1], r[2]), (v[1], v[2]));
     }
 
     /// The compliant rows of the continuation (ρ_n, ρ_f > 0) have exact Jacobian and data
@@ -653,11 +899,12 @@ mod tests {
     #[test]
     fn compliant_rows_match_central_differences() {
         for gap in [-1e-3, 2e-3] {
-            let mut pb = toy(gap);
-            pb.rho_n = 0.3;
-            pb.rho_f = 0.2;
-            jacobian_check(&pb);
-            data_check(&pb, gap);
+            for mut pb in toys(gap) {
+                pb.rho_n = 0.3;
+                pb.rho_f = 0.2;
+                jacobian_check(&pb);
+                data_check(&pb, gap);
+            }
         }
     }
 
@@ -719,7 +966,9 @@ mod tests {
     #[test]
     fn data_partials_match_central_differences() {
         for gap in [-1e-3, 2e-3] {
-            data_check(&toy(gap), gap);
+            for pb in toys(gap) {
+                data_check(&pb, gap);
+            }
         }
     }
 

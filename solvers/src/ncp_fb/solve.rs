@@ -1,9 +1,10 @@
 //! Newton's method on the step residual (module doc, "Solve"): the dynamics are eliminated
 //! exactly, `u(p) = u_free + M⁻¹ Jᵀ p`, so each iteration solves the dense Schur complement
 //! `A Δp = −r_c` with `A = ∂r_c/∂u · M⁻¹Jᵀ + ∂r_c/∂p + reg` (spec eq. (12) with the exact,
-//! non-symmetric friction Jacobian), then globalizes with a backtracking line search on ‖r_c‖²
-//! over projected iterates (spec §7.4), keeps the best iterate (spec §2.5) and stops on the
-//! residual or on the NCP criterion with feasibility (spec §7.5).
+//! non-symmetric friction Jacobian), then globalizes it (module doc, "Globalization": a
+//! full-step pass with a periodic line search, then a non-monotone line-search pass, each with
+//! the Tikhonov continuation), keeps the best iterate (spec §2.5) and stops on the residual or
+//! on the NCP criterion with feasibility (spec §7.5).
 
 use nalgebra::DVector;
 
@@ -30,6 +31,11 @@ pub struct Settings {
     pub friction_regularization: f64,
     /// Maximum line-search halvings.
     pub ls_iterations: usize,
+    /// Memory of the non-monotone line search (1: monotone Armijo).
+    pub nonmonotone_memory: usize,
+    /// Full-step period m of the first pass: full Newton steps except every m-th iteration,
+    /// which searches; 0: no full-step pass (a line search at every iteration).
+    pub full_step_period: usize,
     /// How each Newton system is solved.
     pub linear_solver: LinearSolver,
     /// PCR iteration cap per Newton iteration.
@@ -56,7 +62,7 @@ pub enum LinearSolver {
 pub struct Solution {
     /// Generalized velocity after the step.
     pub u: DVector<f64>,
-    /// Constraint impulses (N s), admissible (projected).
+    /// Constraint impulses (N s), admissible (projected onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n).
     pub p: DVector<f64>,
     /// Newton iterations run.
     pub iterations: usize,
@@ -88,7 +94,64 @@ pub struct Solution {
 /// scheme for monotone NCPs (Facchinei & Pang, *Finite-Dimensional Variational Inequalities
 /// and Complementarity Problems*, 2003, §12.2: the regularized solutions tend to the
 /// least-norm solution as ρ → 0) with warm-started continuation in ρ.
+///
+/// The whole of this runs twice at most (module doc, "Globalization"): first with full Newton
+/// steps and a line search every `full_step_period`-th iteration; if that ends unconverged,
+/// again from p = 0 with the non-monotone line search at every iteration. The converged (or
+/// else the smaller-residual) result is returned, with the iterations of both passes.
+///
+/// The returned impulses are admissible: with the natural map (unprojected iterates) the
+/// returned iterate is projected onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n at the end (a move of at most
+/// `tolerance / w` for a converged step, by the stopping test), and its residual and NCP
+/// criterion are those of the projected iterate.
 pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
+    let mut sol = solve_passes(pb, s, pair_of_block);
+    if sol.failure.is_none() && pb.cone_violation(&sol.p) > 0.0 {
+        pb.project_cone(&mut sol.p);
+        sol.u = pb.velocity(&sol.p);
+        sol.residual = pb.constraint_residual(&sol.u, &sol.p).amax();
+        sol.ncp = pb.ncp_criterion(&sol.u, &sol.p);
+    }
+    sol
+}
+
+fn solve_passes(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
+    if s.full_step_period == 0 {
+        return solve_pass(pb, s, pair_of_block);
+    }
+    let a = solve_pass(pb, s, pair_of_block);
+    if a.converged || a.failure.is_some() {
+        return a;
+    }
+    let searched = Settings {
+        full_step_period: 0,
+        ..*s
+    };
+    let b = solve_pass(pb, &searched, pair_of_block);
+    let mut iterations = a.iterations + b.iterations;
+    let mut best = if b.failure.is_none() && (b.converged || b.residual < a.residual) {
+        b
+    } else {
+        a
+    };
+    if !best.converged && best.failure.is_none() {
+        // Polish: the rigid problem once more from the best iterate, with full steps (the
+        // passes can end next to a root, out of stages or of iterations).
+        let polish = Settings {
+            full_step_period: usize::MAX,
+            ..*s
+        };
+        let c = solve_from(pb, &polish, pair_of_block, best.p.clone());
+        iterations += c.iterations;
+        if c.failure.is_none() && (c.converged || c.residual < best.residual) {
+            best = c;
+        }
+    }
+    Solution { iterations, ..best }
+}
+
+/// One pass of [`solve`]: Newton from p = 0, then the Tikhonov continuation if unconverged.
+fn solve_pass(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -> Solution {
     let first = solve_from(pb, s, pair_of_block, DVector::zeros(pb.nl()));
     // A failed step (no finite first iterate, module doc "Failed steps") is not continued.
     if first.converged || first.failure.is_some() {
@@ -161,6 +224,25 @@ pub fn solve(pb: &Problem, s: &Settings, pair_of_block: &[Option<[usize; 2]>]) -
     Solution { iterations, ..best }
 }
 
+/// The stopping test (module doc, "Solve"): the residual max-norm below `tolerance`, or the NCP
+/// criterion measured from the smoothed root ([`Problem::ncp_criterion_smoothed`]) below
+/// `ncp_tolerance` with no penetration of the linearized gaps beyond
+/// `tolerance·h`, the equation rows below `tolerance` and the impulses inside the cone to
+/// `tolerance` ([`Problem::cone_violation`]).
+fn stop_test(
+    pb: &Problem,
+    s: &Settings,
+    u: &DVector<f64>,
+    p: &DVector<f64>,
+    r: &DVector<f64>,
+) -> bool {
+    r.amax() <= s.tolerance
+        || (pb.ncp_criterion_smoothed(u, p) <= s.ncp_tolerance
+            && pb.penetration(u, p) <= s.tolerance * pb.h
+            && pb.equation_residual(r) <= s.tolerance
+            && pb.cone_violation(p) <= s.tolerance)
+}
+
 /// First relative regularization ρ_n of the continuation in [`solve`].
 pub const RHO_START: f64 = 1e-2;
 /// Largest ρ_n tried when the first stage does not converge (×RHO_FACTOR per retry).
@@ -204,9 +286,14 @@ fn solve_from(
     let reg = pb.regularization(s.regularization, s.friction_regularization);
     let mut best: Option<Solution> = None;
     let mut iterations = 0;
+    // Merits of the last iterates (the non-monotone line search's memory).
+    let mut history: Vec<f64> = Vec::with_capacity(s.nonmonotone_memory.max(1));
     // Why the loop stopped early, if it did (kept for the report when no iteration ran).
     let mut stop: Option<String> = None;
     for k in 0..s.iterations {
+        let fp = s.full_step_period;
+        // A full step (any finite trial is taken) except every fp-th iteration.
+        let full_step = fp > 0 && k % fp != fp - 1;
         let dense_direction = |mode: Friction| -> Option<(DVector<f64>, f64)> {
             let lin = pb.linearize(&u, &p, mode);
             let rc = lin.r;
@@ -247,6 +334,14 @@ fn solve_from(
                 (dp, constraint_residual(&u, &p).norm_squared())
             }
         };
+        // Non-monotone reference (Grippo, Lampariello & Lucidi 1986): the largest merit of the
+        // last NONMONOTONE_MEMORY iterates, so that a full step may cross the kinks of the
+        // natural map (a change of the stick/slip or active set) even when it raises ‖r‖².
+        let theta_ref = if full_step {
+            f64::INFINITY
+        } else {
+            history.iter().copied().fold(theta0, f64::max)
+        };
         // Backtracking on ‖r_c‖² over projected trial points: (last step length, best trial).
         let search = |dp: &DVector<f64>| {
             let mut alpha = 1.0;
@@ -259,7 +354,7 @@ fn solve_from(
                 if th.is_finite() && better {
                     chosen = Some((th, pt));
                 }
-                if th <= (1.0 - 1e-4 * alpha) * theta0 {
+                if th.is_finite() && th <= theta_ref - 2e-4 * alpha * theta0 {
                     break;
                 }
                 alpha *= 0.5;
@@ -289,15 +384,18 @@ fn solve_from(
         u = velocity(&p);
         iterations = k + 1;
         let r = constraint_residual(&u, &p);
+        if history.len() == s.nonmonotone_memory.max(1) {
+            history.remove(0);
+        }
+        history.push(r.norm_squared());
+
         let residual = r.amax();
+
         let ncp = pb.ncp_criterion(&u, &p);
         if k + 1 < s.k_min {
             continue;
         }
-        let converged = residual <= s.tolerance
-            || (ncp <= s.ncp_tolerance
-                && pb.penetration(&u, &p) <= s.tolerance * pb.h
-                && pb.equation_residual(&r) <= s.tolerance);
+        let converged = stop_test(pb, s, &u, &p, &r);
         let current = Solution {
             u: u.clone(),
             p: p.clone(),
@@ -370,6 +468,8 @@ mod tests {
             eps_v: 1e-6,
             rho_n: 0.0,
             rho_f: 0.0,
+            friction_residual: Default::default(),
+            center: DVector::zeros(0),
         }
     }
 
