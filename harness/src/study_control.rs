@@ -64,6 +64,11 @@ pub struct ControlSynthesisSpec {
     /// Spline knots per wheel (≥ 2). Default 10.
     #[serde(default = "default_knots")]
     pub knots: usize,
+    /// Yaw weight of the task loss (m²/rad², ≥ 0). Default the scene's task loss weight,
+    /// [`contactlab_scenarios::benchmark::wheeled_robot::TASK_YAW_WEIGHT`] (1); 0 optimizes
+    /// the position alone, which is all that success asks for.
+    #[serde(default = "default_yaw_weight")]
+    pub yaw_weight: f64,
 }
 
 fn default_instances() -> u64 {
@@ -80,6 +85,9 @@ fn default_step_size() -> f64 {
 }
 fn default_knots() -> usize {
     cs::DEFAULT_KNOTS
+}
+fn default_yaw_weight() -> f64 {
+    contactlab_scenarios::benchmark::wheeled_robot::TASK_YAW_WEIGHT
 }
 
 /// Default timestep of the study's cells (s) when `sweep.timestep` is absent.
@@ -158,6 +166,15 @@ pub fn plan(
             format!(
                 "must be a finite number > 0 (rad/s); got {}",
                 spec.step_size
+            ),
+        ));
+    }
+    if !(spec.yaw_weight.is_finite() && spec.yaw_weight >= 0.0) {
+        return Err(err(
+            "study.yaw_weight",
+            format!(
+                "must be a finite number >= 0 (m^2/rad^2); got {}",
+                spec.yaw_weight
             ),
         ));
     }
@@ -272,7 +289,7 @@ pub fn plan(
                             "study": "control_synthesis", "scene": s.name, "scene_params": scene_params,
                             "formulation": f.name, "formulation_params": params, "label": f.label(),
                             "method": m.name(), "timestep": h, "iterations": spec.iterations,
-                            "step_size": spec.step_size, "knots": spec.knots,
+                            "step_size": spec.step_size, "knots": spec.knots, "yaw_weight": spec.yaw_weight,
                         }));
                         cells.push(ControlCell {
                             id,
@@ -485,8 +502,9 @@ fn synthesize_cell(
     cell: &ControlCell,
     row: &mut Row,
 ) -> Result<Option<String>, String> {
-    let p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
+    let mut p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
         .map_err(|e| e.to_string())?;
+    p.yaw_weight = plan.spec.yaw_weight;
     row.set_f64("horizon_s", p.horizon);
     row.set_u64("steps", p.steps as u64);
     let radius = cell
@@ -711,11 +729,15 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         );
     }
     s += "## Success rate\n\n";
-    s += "| scene | formulation | method | h (s) | instances | success | rate | median iterations to success | median final loss (m^2) | wall time per iteration (s) | median initial gradient norm | unconverged steps per rollout | failed |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "| scene | formulation | method | h (s) | instances | success | rate | of them at the start (iterate 0) | median iterations to success | median final loss (m^2) | wall time per iteration (s) | median initial gradient norm | unconverged steps per rollout | failed |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for ((scene, label, method, hb), rs) in groups(rows) {
         let ok: Vec<&&Row> = rs.iter().filter(|r| r.str("status") == "ok").collect();
         let succ = ok.iter().filter(|r| r.u64("success") == 1).count();
+        let at_start = ok
+            .iter()
+            .filter(|r| r.f64("iterations_to_success") == 0.0)
+            .count();
         let rollouts: f64 = ok
             .iter()
             .map(|r| {
@@ -726,7 +748,7 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         let unconv: f64 = ok.iter().map(|r| r.u64("unconverged_steps") as f64).sum();
         let _ = writeln!(
             s,
-            "| {scene} | {label} | {method} | {} | {} | {succ} | {:.0} % | {} | {} | {} | {} | {} | {} |",
+            "| {scene} | {label} | {method} | {} | {} | {succ} | {:.0} % | {at_start} | {} | {} | {} | {} | {} | {} |",
             f64::from_bits(hb),
             rs.len(),
             100.0 * succ as f64 / rs.len().max(1) as f64,
@@ -945,12 +967,30 @@ pub fn write_outputs(
     }
 }
 
-/// `contactlab report DIR` for a control-synthesis folder: rows from `runs.parquet`.
+/// `contactlab report DIR` for a control-synthesis folder: rows from `runs.parquet`, or, when
+/// an interrupted run left none, from the finished cells of the last run's grid (then
+/// `runs.parquet` and `runs.csv` are written from them first).
 ///
 /// # Errors
-/// Unreadable rows, drawing or file errors, as text.
+/// No rows, unreadable files, drawing or file errors, as text.
 pub fn redraw(dir: &Path, cfg: &ExperimentConfig) -> Result<Vec<PathBuf>, String> {
-    let rows = crate::results::read_runs_with(dir, COLUMNS).map_err(|e| e.to_string())?;
+    let rows = match crate::results::read_runs_with(dir, COLUMNS) {
+        Ok(rows) => rows,
+        Err(_) => {
+            let ids: std::collections::BTreeSet<String> =
+                Manifest::read(dir).cell_ids.into_iter().collect();
+            let mut rows = crate::report::cells_in(dir).map_err(|e| e.to_string())?;
+            rows.retain(|r| ids.is_empty() || ids.contains(r.str("cell_id")));
+            if rows.is_empty() {
+                return Err(format!(
+                    "{}: no runs.parquet and no finished cells",
+                    dir.display()
+                ));
+            }
+            crate::results::write_runs_with(dir, &rows, COLUMNS).map_err(|e| e.to_string())?;
+            rows
+        }
+    };
     write_outputs(dir, &rows, cfg)
 }
 
@@ -991,7 +1031,7 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
         let e = match k {
             "instances" => serde_yaml_ng::from_value::<u64>(v).err(),
             "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
-            "step_size" => serde_yaml_ng::from_value::<f64>(v).err(),
+            "step_size" | "yaw_weight" => serde_yaml_ng::from_value::<f64>(v).err(),
             "methods" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
             _ => None,
         };
