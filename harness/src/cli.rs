@@ -15,7 +15,7 @@ use contactlab_harness::catalog::Catalog;
 use contactlab_harness::config::{self, ConfigError, FigureKind, QUICKSTART_YAML};
 use contactlab_harness::results::{ResultsError, COLUMNS};
 use contactlab_harness::runner::{self, RunOptions};
-use contactlab_harness::{report, sweep};
+use contactlab_harness::{report, study_control, sweep};
 use serde_json::{Map, Value};
 
 const ABOUT: &str = "Run interchangeable rigid-body contact formulations on shared scenes and measure them side by side.";
@@ -171,8 +171,11 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
     }
 }
 
-fn load(path: Option<&Path>, catalog: &Catalog) -> anyhow::Result<sweep::Plan> {
-    let (file, cfg, text) = match path {
+/// The experiment file (or the built-in quickstart), parsed: its name, config and text.
+fn load_config(
+    path: Option<&Path>,
+) -> Result<(PathBuf, config::ExperimentConfig, String), ConfigError> {
+    Ok(match path {
         Some(p) => {
             let (cfg, text) = config::load(p)?;
             (p.to_path_buf(), cfg, text)
@@ -182,19 +185,30 @@ fn load(path: Option<&Path>, catalog: &Catalog) -> anyhow::Result<sweep::Plan> {
             let cfg = config::parse(&file, QUICKSTART_YAML)?;
             (file, cfg, QUICKSTART_YAML.to_string())
         }
-    };
-    Ok(sweep::plan(&file, &text, cfg, catalog)?)
+    })
 }
 
 fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
-    let plan = load(Some(path), catalog)?;
+    let (file, cfg, text) = load_config(Some(path))?;
+    if !cfg.study.is_stability() {
+        let plan = study_control::plan(&file, &text, cfg, catalog)?;
+        println!("{}: ok", path.display());
+        print!("{}", study_control::grid_table(&plan));
+        return Ok(());
+    }
+    let plan = sweep::plan(&file, &text, cfg, catalog)?;
     println!("{}: ok", path.display());
     print!("{}", sweep::grid_table(&plan));
     Ok(())
 }
 
 fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
-    let plan = load(a.config.as_deref(), catalog)?;
+    let (file, cfg, text) = load_config(a.config.as_deref())?;
+    if !cfg.study.is_stability() {
+        let plan = study_control::plan(&file, &text, cfg, catalog)?;
+        return cmd_run_control(a, &plan);
+    }
+    let plan = sweep::plan(&file, &text, cfg, catalog)?;
     if a.jobs == Some(0) {
         return Err(InputError("--jobs must be at least 1".into()).into());
     }
@@ -221,6 +235,39 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     );
     println!("results: {}", dir.display());
     // The rows are written; figures or a report that could not be are still a failed run.
+    match s.outputs_error {
+        Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
+        None => Ok(()),
+    }
+}
+
+/// `run` for a control-synthesis study ([`study_control`]).
+fn cmd_run_control(a: RunArgs, plan: &study_control::ControlPlan) -> anyhow::Result<()> {
+    if a.jobs == Some(0) {
+        return Err(InputError("--jobs must be at least 1".into()).into());
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let (jobs, note) = clamp_jobs(a.jobs.or(plan.config.jobs), cores);
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
+    let dir = a.out.join(&plan.config.name);
+    let opts = RunOptions {
+        dir: dir.clone(),
+        jobs,
+        fresh: a.fresh,
+        progress: true,
+        stop_after: None,
+    };
+    let s = study_control::run(plan, &opts)
+        .with_context(|| format!("writing results to {}", dir.display()))?;
+    println!(
+        "{}: {} cells ({} resumed, {} run): {} ok, {} failed",
+        plan.config.name, s.total, s.resumed, s.ran, s.ok, s.failed
+    );
+    println!("results: {}", dir.display());
     match s.outputs_error {
         Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
         None => Ok(()),

@@ -108,6 +108,27 @@ pub struct ExperimentConfig {
     /// Re-anchored error window (s) (see [`DEFAULT_REANCHOR_WINDOW_S`]).
     #[serde(default = "default_window")]
     pub reanchor_window: f64,
+    /// What the experiment studies; absent: `stability` (the rollouts above).
+    #[serde(default, skip_serializing_if = "StudySpec::is_stability")]
+    pub study: StudySpec,
+}
+
+/// The kind of study an experiment runs, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StudySpec {
+    /// One rollout per cell, measured (stability, accuracy, cost): the default.
+    #[default]
+    Stability,
+    /// Gradient-based control synthesis ([`crate::study_control`]).
+    ControlSynthesis(crate::study_control::ControlSynthesisSpec),
+}
+
+impl StudySpec {
+    /// Whether this is the default stability study.
+    pub fn is_stability(&self) -> bool {
+        matches!(self, StudySpec::Stability)
+    }
 }
 
 fn default_threshold() -> f64 {
@@ -301,7 +322,9 @@ pub fn parse(file: &Path, text: &str) -> Result<ExperimentConfig, ConfigError> {
             });
         }
     }
-    serde_yaml_ng::from_str(text).map_err(|e| yaml_error(file, text, &e))
+    serde_yaml_ng::from_str(text).map_err(|e| {
+        crate::study_control::study_error(file, text).unwrap_or_else(|| yaml_error(file, text, &e))
+    })
 }
 
 /// The key path of the first non-finite float in `v`, if any (`scenes[1].friction`).

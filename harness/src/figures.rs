@@ -27,7 +27,8 @@ use crate::results::{commit_temp, temp_path, write_atomic, Row};
 static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
 
-fn register_font() {
+/// Register the shipped font once (module doc); for every figure writer of the harness.
+pub(crate) fn register_font() {
     REGISTER.call_once(|| {
         let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
     });

@@ -143,7 +143,7 @@ impl Row {
     /// Set column `name`. Panics if the column is not in [`COLUMNS`] (a programmer error).
     pub fn set(&mut self, name: &str, v: Val) {
         assert!(
-            column(name).is_some(),
+            column(name).is_some() || crate::study_control::column(name).is_some(),
             "results column '{name}' is not defined in COLUMNS"
         );
         self.0.insert(name.to_string(), v);
@@ -436,7 +436,16 @@ pub fn remove_stale_temps(dir: &Path) -> Result<usize, ResultsError> {
 /// # Errors
 /// Only if polars rejects the columns (it does not for equal lengths).
 pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
-    let cols: Vec<Column> = COLUMNS
+    to_frame_with(rows, COLUMNS)
+}
+
+/// All rows as a polars DataFrame with the schema `columns` (a study's own, e.g.
+/// [`crate::study_control::COLUMNS`]).
+///
+/// # Errors
+/// Only if polars rejects the columns (it does not for equal lengths).
+pub fn to_frame_with(rows: &[Row], columns: &[ColumnDef]) -> PolarsResult<DataFrame> {
+    let cols: Vec<Column> = columns
         .iter()
         .map(|c| match c.kind {
             Str => Column::new(
@@ -463,8 +472,16 @@ pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
 /// # Errors
 /// A column of the wrong type.
 pub fn from_frame(df: &DataFrame) -> PolarsResult<Vec<Row>> {
+    from_frame_with(df, COLUMNS)
+}
+
+/// Rows back from a DataFrame with the schema `columns` (missing columns are left out).
+///
+/// # Errors
+/// A column of the wrong type.
+pub fn from_frame_with(df: &DataFrame, columns: &[ColumnDef]) -> PolarsResult<Vec<Row>> {
     let mut rows = vec![Row::default(); df.height()];
-    for c in COLUMNS {
+    for c in columns {
         let Ok(col) = df.column(c.name) else { continue };
         match c.kind {
             Str => {
@@ -537,7 +554,19 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, ResultsError> {
 /// # Errors
 /// Encoding or I/O errors.
 pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
-    let mut df = to_frame(rows).map_err(|e| ResultsError::Table {
+    write_runs_with(dir, rows, COLUMNS)
+}
+
+/// Write `runs.parquet` and `runs.csv` in `dir` from `rows` with the schema `columns`.
+///
+/// # Errors
+/// Encoding or I/O errors.
+pub fn write_runs_with(
+    dir: &Path,
+    rows: &[Row],
+    columns: &[ColumnDef],
+) -> Result<(), ResultsError> {
+    let mut df = to_frame_with(rows, columns).map_err(|e| ResultsError::Table {
         path: dir.join("runs.parquet"),
         message: e.to_string(),
     })?;
@@ -550,9 +579,17 @@ pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
 /// # Errors
 /// Missing or malformed file.
 pub fn read_runs(dir: &Path) -> Result<Vec<Row>, ResultsError> {
+    read_runs_with(dir, COLUMNS)
+}
+
+/// Read `runs.parquet` in `dir` back into rows with the schema `columns`.
+///
+/// # Errors
+/// Missing or malformed file.
+pub fn read_runs_with(dir: &Path, columns: &[ColumnDef]) -> Result<Vec<Row>, ResultsError> {
     let path = dir.join("runs.parquet");
     let df = read_frame(&path)?;
-    from_frame(&df).map_err(|e| ResultsError::Table {
+    from_frame_with(&df, columns).map_err(|e| ResultsError::Table {
         path,
         message: e.to_string(),
     })

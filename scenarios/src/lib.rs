@@ -19,6 +19,7 @@ use contactlab_solvers::{Model, ModelError, State, StepReport};
 
 pub mod benchmark;
 pub mod closed_form;
+pub mod control_synthesis;
 pub mod data_dir;
 pub mod gradcheck;
 pub mod input_file;

@@ -1,0 +1,1053 @@
+//! The `control_synthesis` study (issue 13): gradient-based control synthesis on box_traversal's
+//! seeded random instances, run, written, reported and drawn like a stability experiment.
+//!
+//! ```yaml
+//! study:
+//!   kind: control_synthesis
+//!   instances: 50          # seeds 1..=instances (box_traversal's random instances)
+//!   methods: [adjoint, adjoint_lagged]
+//!   iterations: 50         # Adam updates at most; stops early at success
+//!   step_size: 0.1         # Adam's alpha (rad/s)
+//!   knots: 10              # spline knots per wheel
+//! scenes: [{name: box_traversal}]
+//! formulations: [{name: ncp_fb}]
+//! sweep: {timestep: [0.05]}   # default 0.05 s
+//! ```
+//!
+//! The mathematics (spline, loss, gradient methods and their cost, Adam) is in
+//! [`contactlab_scenarios::control_synthesis`]. Cells are scene × formulation × method ×
+//! timestep × instance; one row per cell ([`COLUMNS`]), written to `cells/<id>.json` the moment
+//! the cell finishes (a rerun skips finished cells), merged into `runs.parquet`/`runs.csv`.
+//! The per-iteration losses are the row's `loss_curve` (JSON array). `report.md` holds the
+//! success rate per (scene, formulation, method, timestep) and the wall time per iteration;
+//! `figures/loss_curves__<scene>.svg/.png` the median loss against the iteration.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use contactlab_scenarios::control_synthesis::{
+    self as cs, ControlProblem, FormulationChoice, GradientMethod,
+};
+use plotters::prelude::*;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::catalog::Catalog;
+use crate::config::{locate, ConfigError, ExperimentConfig, StudySpec};
+use crate::results::{
+    commit_temp, lock_dir, read_cell, remove_stale_temps, temp_path, write_atomic, write_cell,
+    ColumnDef, Kind, Manifest, ResultsError, Row,
+};
+use crate::runner::{catch_quietly, RunOptions, RunSummary};
+
+/// The `control_synthesis` study's settings (`study:` with `kind: control_synthesis`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSynthesisSpec {
+    /// Number of seeded random instances; the seeds are 1..=instances. Default 50.
+    #[serde(default = "default_instances")]
+    pub instances: u64,
+    /// Gradient methods: `adjoint`, `adjoint_lagged` (ncp_fb only), `fd_central` (any). Default
+    /// `[adjoint]`.
+    #[serde(default = "default_methods")]
+    pub methods: Vec<String>,
+    /// Most Adam updates per synthesis (≥ 1). Default 50.
+    #[serde(default = "default_iterations")]
+    pub iterations: usize,
+    /// Adam's step size α (rad/s, > 0). Default [`cs::DEFAULT_STEP_SIZE`].
+    #[serde(default = "default_step_size")]
+    pub step_size: f64,
+    /// Spline knots per wheel (≥ 2). Default 10.
+    #[serde(default = "default_knots")]
+    pub knots: usize,
+    /// Yaw weight of the task loss (m²/rad², ≥ 0). Default the scene's task loss weight,
+    /// [`contactlab_scenarios::benchmark::wheeled_robot::TASK_YAW_WEIGHT`] (1); 0 optimizes
+    /// the position alone, which is all that success asks for.
+    #[serde(default = "default_yaw_weight")]
+    pub yaw_weight: f64,
+}
+
+fn default_instances() -> u64 {
+    50
+}
+fn default_methods() -> Vec<String> {
+    vec!["adjoint".into()]
+}
+fn default_iterations() -> usize {
+    cs::DEFAULT_ITERATIONS
+}
+fn default_step_size() -> f64 {
+    cs::DEFAULT_STEP_SIZE
+}
+fn default_knots() -> usize {
+    cs::DEFAULT_KNOTS
+}
+fn default_yaw_weight() -> f64 {
+    contactlab_scenarios::benchmark::wheeled_robot::TASK_YAW_WEIGHT
+}
+
+/// Default timestep of the study's cells (s) when `sweep.timestep` is absent.
+pub const DEFAULT_TIMESTEP_S: f64 = 0.05;
+
+/// Scenes the study knows the control problem of.
+pub const SCENES: [&str; 1] = ["box_traversal"];
+
+/// One cell: a synthesis of one instance by one method with one formulation at one timestep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlCell {
+    /// Stable id (16 hex digits) of everything that determines the row.
+    pub id: String,
+    /// Scene registry name and label.
+    pub scene: String,
+    /// Scene label.
+    pub scene_label: String,
+    /// Scene parameters with the instance's `seed`.
+    pub scene_params: Value,
+    /// The formulation.
+    pub formulation: FormulationChoice,
+    /// Formulation label.
+    pub label: String,
+    /// Gradient method.
+    pub method: GradientMethod,
+    /// Timestep (s).
+    pub timestep_s: f64,
+    /// Instance (the scene's seed).
+    pub seed: u64,
+}
+
+/// A validated control-synthesis experiment.
+#[derive(Debug, Clone)]
+pub struct ControlPlan {
+    /// The experiment file.
+    pub file: PathBuf,
+    /// The parsed configuration.
+    pub config: ExperimentConfig,
+    /// The study's settings.
+    pub spec: ControlSynthesisSpec,
+    /// Cells in display order.
+    pub cells: Vec<ControlCell>,
+}
+
+/// Validate a `control_synthesis` experiment and expand its cells.
+///
+/// # Errors
+/// The first problem, naming the key and its line: a scene without a control problem, an
+/// unknown formulation or method, a method the formulation lacks, a non-positive `instances`,
+/// `iterations`, `step_size` or a `knots` below 2, a sweep axis other than `timestep`.
+pub fn plan(
+    file: &Path,
+    text: &str,
+    cfg: ExperimentConfig,
+    catalog: &Catalog,
+) -> Result<ControlPlan, ConfigError> {
+    let err = |key: &str, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line: locate_nearest(text, key),
+        key: key.to_string(),
+        message,
+    };
+    let StudySpec::ControlSynthesis(spec) = &cfg.study else {
+        return Err(err("study", "is not a control_synthesis study".into()));
+    };
+    let spec = spec.clone();
+    if spec.instances == 0 {
+        return Err(err("study.instances", "must be at least 1".into()));
+    }
+    if spec.iterations == 0 {
+        return Err(err("study.iterations", "must be at least 1".into()));
+    }
+    if !(spec.step_size.is_finite() && spec.step_size > 0.0) {
+        return Err(err(
+            "study.step_size",
+            format!(
+                "must be a finite number > 0 (rad/s); got {}",
+                spec.step_size
+            ),
+        ));
+    }
+    if !(spec.yaw_weight.is_finite() && spec.yaw_weight >= 0.0) {
+        return Err(err(
+            "study.yaw_weight",
+            format!(
+                "must be a finite number >= 0 (m^2/rad^2); got {}",
+                spec.yaw_weight
+            ),
+        ));
+    }
+    if spec.knots < 2 {
+        return Err(err(
+            "study.knots",
+            format!("must be at least 2; got {}", spec.knots),
+        ));
+    }
+    if spec.methods.is_empty() {
+        return Err(err("study.methods", "is empty; list at least one".into()));
+    }
+    let mut methods = Vec::new();
+    for (i, m) in spec.methods.iter().enumerate() {
+        methods.push(GradientMethod::parse(m).map_err(|e| err(&format!("study.methods[{i}]"), e))?);
+    }
+    if cfg.scenes.is_empty() {
+        return Err(err("scenes", "is empty; list at least one scene".into()));
+    }
+    if cfg.formulations.is_empty() {
+        return Err(err("formulations", "is empty; list at least one".into()));
+    }
+    let mut timesteps = vec![DEFAULT_TIMESTEP_S];
+    for (axis, values) in &cfg.sweep {
+        let key = format!("sweep.{axis}");
+        if axis != "timestep" {
+            return Err(err(
+                &key,
+                "a control_synthesis study sweeps only `timestep` (instances come from study.instances)".into(),
+            ));
+        }
+        timesteps = values
+            .iter()
+            .map(|v| {
+                v.as_f64()
+                    .filter(|h| h.is_finite() && *h > 0.0)
+                    .ok_or_else(|| {
+                        err(
+                            &key,
+                            format!("timesteps must be finite numbers > 0 (s); got {v}"),
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        if timesteps.is_empty() {
+            return Err(err(&key, "is empty; give at least one value".into()));
+        }
+    }
+    let n = cfg.scenes.len() as u64
+        * cfg.formulations.len() as u64
+        * methods.len() as u64
+        * timesteps.len() as u64
+        * spec.instances;
+    if n > contactlab_scenarios::limits::MAX_CELLS as u64 {
+        return Err(err(
+            "study.instances",
+            format!(
+                "the study has {n} cells, over the limit of {}",
+                contactlab_scenarios::limits::MAX_CELLS
+            ),
+        ));
+    }
+    let mut cells = Vec::new();
+    for (si, s) in cfg.scenes.iter().enumerate() {
+        if !SCENES.contains(&s.name.as_str()) {
+            return Err(err(
+                &format!("scenes[{si}].name"),
+                format!(
+                    "a control_synthesis study has a control problem for {} only, not '{}'",
+                    SCENES.join(", "),
+                    s.name
+                ),
+            ));
+        }
+        if s.params.contains_key("seed") {
+            return Err(err(
+                &format!("scenes[{si}].seed"),
+                "the instances' seeds are 1..=study.instances; remove `seed`".into(),
+            ));
+        }
+        for (fi, f) in cfg.formulations.iter().enumerate() {
+            let fkey = format!("formulations[{fi}]");
+            catalog
+                .formulation(&f.name)
+                .map_err(|m| err(&format!("{fkey}.name"), m))?;
+            let params = Value::Object(f.params.clone());
+            if let Ok(Err(m)) = catch_quietly(|| catalog.build_formulation(&f.name, &params)) {
+                return Err(err(&fkey, m));
+            }
+            for (mi, &m) in methods.iter().enumerate() {
+                if !m.available_for(&f.name) {
+                    return Err(err(
+                        &format!("study.methods[{mi}]"),
+                        format!(
+                            "gradient method '{}' needs formulation {}, and {fkey} is '{}'",
+                            m.name(),
+                            m.formulation().unwrap_or("any"),
+                            f.name
+                        ),
+                    ));
+                }
+                for &h in &timesteps {
+                    for seed in 1..=spec.instances {
+                        let mut sp = s.params.clone();
+                        sp.insert("seed".into(), json!(seed));
+                        let scene_params = Value::Object(sp);
+                        if seed == 1 {
+                            ControlProblem::box_traversal(&scene_params, h, spec.knots)
+                                .map_err(|e| err(&format!("scenes[{si}]"), e.to_string()))?;
+                        }
+                        let id = crate::sweep::hash_hex(&json!({
+                            "study": "control_synthesis", "scene": s.name, "scene_params": scene_params,
+                            "formulation": f.name, "formulation_params": params, "label": f.label(),
+                            "method": m.name(), "timestep": h, "iterations": spec.iterations,
+                            "step_size": spec.step_size, "knots": spec.knots, "yaw_weight": spec.yaw_weight,
+                        }));
+                        cells.push(ControlCell {
+                            id,
+                            scene: s.name.clone(),
+                            scene_label: s.label().to_string(),
+                            scene_params,
+                            formulation: FormulationChoice {
+                                name: f.name.clone(),
+                                params: params.clone(),
+                            },
+                            label: f.label().to_string(),
+                            method: m,
+                            timestep_s: h,
+                            seed,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(ControlPlan {
+        file: file.to_path_buf(),
+        config: cfg,
+        spec,
+        cells,
+    })
+}
+
+/// The line of `key`, or of its nearest enclosing key that [`locate`] finds (an item of a flow
+/// sequence such as `methods: [a, b]` is on its key's line).
+fn locate_nearest(text: &str, key: &str) -> Option<usize> {
+    let mut k = key.to_string();
+    loop {
+        if let Some(l) = locate(text, &k) {
+            return Some(l);
+        }
+        let cut = k.rfind(['.', '['])?;
+        k.truncate(cut);
+    }
+}
+
+const fn c(name: &'static str, kind: Kind, doc: &'static str) -> ColumnDef {
+    ColumnDef { name, kind, doc }
+}
+
+/// The columns of a control-synthesis row (identity columns as in [`crate::results::COLUMNS`]).
+pub const COLUMNS: &[ColumnDef] = &[
+    c(
+        "cell_id",
+        Kind::Str,
+        "stable hash of everything that determines the row",
+    ),
+    c("experiment", Kind::Str, "experiment name"),
+    c("scene", Kind::Str, "scene registry name"),
+    c("scene_label", Kind::Str, "scene entry label"),
+    c(
+        "scene_params",
+        Kind::Str,
+        "scene parameters with the instance's seed (JSON)",
+    ),
+    c("formulation", Kind::Str, "formulation registry name"),
+    c("label", Kind::Str, "formulation entry label"),
+    c(
+        "formulation_params",
+        Kind::Str,
+        "formulation parameters (JSON)",
+    ),
+    c(
+        "method",
+        Kind::Str,
+        "gradient method: adjoint, adjoint_lagged, fd_central",
+    ),
+    c("timestep_s", Kind::F64, "timestep h"),
+    c("seed", Kind::U64, "instance (box_traversal's seed)"),
+    c("horizon_s", Kind::F64, "simulated time of each rollout"),
+    c("threads", Kind::U64, "worker threads of the run"),
+    c(
+        "status",
+        Kind::Str,
+        "ok (the synthesis ran; success says whether it succeeded) or failed",
+    ),
+    c(
+        "reason",
+        Kind::Str,
+        "why the synthesis failed or stopped before its budget (empty otherwise)",
+    ),
+    c("knots", Kind::U64, "spline knots per wheel"),
+    c("iteration_budget", Kind::U64, "most Adam updates"),
+    c("step_size", Kind::F64, "Adam step size alpha (rad/s)"),
+    c(
+        "success",
+        Kind::U64,
+        "1 if an iterate's final state is within 0.2 m of the target and below 0.3 m/s",
+    ),
+    c(
+        "iterations_to_success",
+        Kind::F64,
+        "Adam updates before the first successful iterate (NaN: none)",
+    ),
+    c("iterations_run", Kind::U64, "Adam updates taken"),
+    c(
+        "initial_loss_m2",
+        Kind::F64,
+        "task loss of the starting knots",
+    ),
+    c(
+        "final_loss_m2",
+        Kind::F64,
+        "task loss of the last evaluated iterate",
+    ),
+    c(
+        "final_position_error_m",
+        Kind::F64,
+        "last iterate's final horizontal distance to the target",
+    ),
+    c(
+        "final_speed_m_s",
+        Kind::F64,
+        "last iterate's final chassis speed",
+    ),
+    c(
+        "gradient_norm_initial",
+        Kind::F64,
+        "norm of the gradient at the starting knots (m^2 per rad/s)",
+    ),
+    c(
+        "gradient_norm_final",
+        Kind::F64,
+        "norm of the last gradient taken (m^2 per rad/s)",
+    ),
+    c(
+        "unconverged_steps",
+        Kind::U64,
+        "unconverged forward steps summed over the evaluated iterates' rollouts",
+    ),
+    c(
+        "unconverged_steps_max",
+        Kind::U64,
+        "most unconverged forward steps in one rollout",
+    ),
+    c("steps", Kind::U64, "steps per rollout"),
+    c("wall_time_s", Kind::F64, "wall time of the whole synthesis"),
+    c(
+        "wall_time_per_iteration_s",
+        Kind::F64,
+        "wall time per evaluated iterate (forward and gradient)",
+    ),
+    c(
+        "loss_curve",
+        Kind::Str,
+        "task loss of every evaluated iterate, iterate 0 first (JSON array, m^2)",
+    ),
+    c(
+        "peak_rss_mib",
+        Kind::F64,
+        "process peak resident memory when the cell finished (MiB; process-wide)",
+    ),
+];
+
+/// The definition of control-synthesis column `name`.
+pub fn column(name: &str) -> Option<&'static ColumnDef> {
+    COLUMNS.iter().find(|c| c.name == name)
+}
+
+fn identity(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
+    let mut r = Row::default();
+    r.set_str("cell_id", &cell.id);
+    r.set_str("experiment", &plan.config.name);
+    r.set_str("scene", &cell.scene);
+    r.set_str("scene_label", &cell.scene_label);
+    r.set_str("scene_params", cell.scene_params.to_string());
+    r.set_str("formulation", &cell.formulation.name);
+    r.set_str("label", &cell.label);
+    r.set_str("formulation_params", cell.formulation.params.to_string());
+    r.set_str("method", cell.method.name());
+    r.set_f64("timestep_s", cell.timestep_s);
+    r.set_u64("seed", cell.seed);
+    r.set_u64("threads", threads as u64);
+    r.set_u64("knots", plan.spec.knots as u64);
+    r.set_u64("iteration_budget", plan.spec.iterations as u64);
+    r.set_f64("step_size", plan.spec.step_size);
+    r
+}
+
+/// Run one cell to a row; never panics (a failure is a `failed` row).
+pub fn run_cell(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
+    let mut row = identity(plan, cell, threads);
+    let out = catch_quietly(|| synthesize_cell(plan, cell, &mut row));
+    let (status, reason) = match out {
+        Ok(Ok(stopped)) => ("ok", stopped.unwrap_or_default()),
+        Ok(Err(why)) => ("failed", why),
+        Err(_) => ("failed", "panicked".to_string()),
+    };
+    row.set_str("status", status);
+    row.set_str("reason", reason);
+    for c in COLUMNS {
+        if !row.0.contains_key(c.name) {
+            match c.kind {
+                Kind::F64 => row.set_f64(c.name, f64::NAN),
+                Kind::U64 => row.set_u64(c.name, 0),
+                Kind::Str => row.set_str(c.name, ""),
+            }
+        }
+    }
+    row
+}
+
+fn synthesize_cell(
+    plan: &ControlPlan,
+    cell: &ControlCell,
+    row: &mut Row,
+) -> Result<Option<String>, String> {
+    let mut p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
+        .map_err(|e| e.to_string())?;
+    p.yaw_weight = plan.spec.yaw_weight;
+    row.set_f64("horizon_s", p.horizon);
+    row.set_u64("steps", p.steps as u64);
+    let radius = cell
+        .scene_params
+        .get("wheel_radius")
+        .and_then(Value::as_f64)
+        .unwrap_or(
+            contactlab_scenarios::benchmark::wheeled_robot::WheeledRobot::default().wheel_radius,
+        );
+    let z0 = p.initial_knots(radius);
+    let s = cs::synthesize(
+        &p,
+        &cell.formulation,
+        cell.method,
+        &z0,
+        plan.spec.iterations,
+        plan.spec.step_size,
+    )?;
+    row.set_u64("success", u64::from(s.success()));
+    row.set_f64(
+        "iterations_to_success",
+        s.iterations_to_success.map_or(f64::NAN, |i| i as f64),
+    );
+    row.set_u64("iterations_run", s.losses.len().saturating_sub(1) as u64);
+    row.set_f64(
+        "initial_loss_m2",
+        s.losses.first().copied().unwrap_or(f64::NAN),
+    );
+    row.set_f64("final_loss_m2", s.final_loss());
+    if let Some(last) = &s.last {
+        row.set_f64(
+            "final_position_error_m",
+            (last.q[0] - p.target.x).hypot(last.q[1] - p.target.y),
+        );
+        row.set_f64(
+            "final_speed_m_s",
+            (last.v[0].powi(2) + last.v[1].powi(2) + last.v[2].powi(2)).sqrt(),
+        );
+    }
+    let nan = f64::NAN;
+    row.set_f64(
+        "gradient_norm_initial",
+        s.gradient_norms.first().copied().unwrap_or(nan),
+    );
+    row.set_f64(
+        "gradient_norm_final",
+        s.gradient_norms.last().copied().unwrap_or(nan),
+    );
+    row.set_u64(
+        "unconverged_steps",
+        s.unconverged.iter().sum::<usize>() as u64,
+    );
+    row.set_u64(
+        "unconverged_steps_max",
+        s.unconverged.iter().copied().max().unwrap_or(0) as u64,
+    );
+    row.set_f64("wall_time_s", s.wall_s);
+    row.set_f64("wall_time_per_iteration_s", s.wall_per_iteration_s());
+    let curve: Vec<Value> = s.losses.iter().map(|&l| json!(l)).collect();
+    row.set_str("loss_curve", Value::Array(curve).to_string());
+    Ok(s.stopped)
+}
+
+/// Run the study into `opts.dir` (resumable, like [`crate::runner::run`]).
+///
+/// # Errors
+/// The folder locked by another process, a bad cell file, or results that cannot be written.
+pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsError> {
+    let dir = &opts.dir;
+    let _lock = lock_dir(dir)?;
+    remove_stale_temps(dir)?;
+    let io = |p: &Path, source| ResultsError::Io {
+        path: p.to_path_buf(),
+        source,
+    };
+    if opts.fresh {
+        for sub in ["cells", "figures"] {
+            let p = dir.join(sub);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| io(&p, e))?;
+            }
+        }
+        for f in ["runs.parquet", "runs.csv", "report.md", "manifest.json"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+    }
+    std::fs::create_dir_all(dir.join("cells")).map_err(|e| io(dir, e))?;
+    let resolved = crate::config::to_yaml(&plan.config).unwrap_or_default();
+    write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
+    let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+    let mut todo = Vec::new();
+    for c in &plan.cells {
+        if read_cell(dir, &c.id)?.is_none() {
+            todo.push(c);
+        }
+    }
+    let resumed = plan.cells.len() - todo.len();
+    manifest.cells_total = plan.cells.len();
+    manifest.cells_resumed = resumed;
+    manifest.cell_ids = plan.cells.iter().map(|c| c.id.clone()).collect();
+    manifest.write(dir)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()
+        .expect("a rayon pool with a positive thread count builds");
+    let finished = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let first_error: Mutex<Option<ResultsError>> = Mutex::new(None);
+    pool.install(|| {
+        todo.par_iter().for_each(|cell| {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut row = run_cell(plan, cell, opts.jobs);
+            row.set_f64("peak_rss_mib", crate::metrics::peak_rss_mib());
+            if let Err(e) = write_cell(dir, &cell.id, &row) {
+                first_error.lock().expect("not poisoned").get_or_insert(e);
+                stop.store(true, Ordering::SeqCst);
+                return;
+            }
+            let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
+            if opts.progress {
+                eprintln!(
+                    "{n}/{} {} {} seed {}: success {} final loss {:.4} m^2, {:.2} s/iteration",
+                    todo.len(),
+                    cell.label,
+                    cell.method.name(),
+                    cell.seed,
+                    row.u64("success"),
+                    row.f64("final_loss_m2"),
+                    row.f64("wall_time_per_iteration_s")
+                );
+            }
+            if opts.stop_after.is_some_and(|k| n >= k) {
+                stop.store(true, Ordering::SeqCst);
+            }
+        });
+    });
+    if let Some(e) = first_error.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+    let mut rows = Vec::new();
+    for c in &plan.cells {
+        rows.extend(read_cell(dir, &c.id)?);
+    }
+    crate::results::write_runs_with(dir, &rows, COLUMNS)?;
+    manifest.end = crate::results::now_utc();
+    manifest.write(dir)?;
+    let outputs_error = write_outputs(dir, &rows, &plan.config).err();
+    let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
+    Ok(RunSummary {
+        total: plan.cells.len(),
+        resumed,
+        ran: finished.load(Ordering::SeqCst),
+        ok: count("ok"),
+        diverged: 0,
+        failed: count("failed"),
+        remaining: plan.cells.len() - rows.len(),
+        outputs_error,
+    })
+}
+
+/// The rows of a series: (scene label, formulation label, method, timestep bits).
+type Key = (String, String, String, u64);
+
+fn groups(rows: &[Row]) -> BTreeMap<Key, Vec<&Row>> {
+    let mut g: BTreeMap<Key, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        g.entry((
+            r.scene_label().to_string(),
+            r.str("label").to_string(),
+            r.str("method").to_string(),
+            r.f64("timestep_s").to_bits(),
+        ))
+        .or_default()
+        .push(r);
+    }
+    g
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.retain(|x| x.is_finite());
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        0.5 * (xs[n / 2 - 1] + xs[n / 2])
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn fmt(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x != 0.0 && (x.abs() < 1e-2 || x.abs() >= 1e4) {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// The text of `report.md` for control-synthesis rows.
+pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> String {
+    let mut s = format!("# {}\n\n{}\n\n", cfg.name, cfg.description);
+    if let StudySpec::ControlSynthesis(spec) = &cfg.study {
+        let _ = writeln!(
+            s,
+            "Control synthesis: Adam (Kingma & Ba 2015) on the task loss, at most {} updates of step size {} rad/s, {} knots per wheel; success: within 0.2 m of the target and below 0.3 m/s.\n",
+            spec.iterations, spec.step_size, spec.knots
+        );
+    }
+    s += "## Success rate\n\n";
+    s += "| scene | formulation | method | h (s) | instances | success | rate | of them at the start (iterate 0) | median iterations to success | median final loss (m^2) | wall time per iteration (s) | median initial gradient norm | unconverged steps per rollout | failed |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((scene, label, method, hb), rs) in groups(rows) {
+        let ok: Vec<&&Row> = rs.iter().filter(|r| r.str("status") == "ok").collect();
+        let succ = ok.iter().filter(|r| r.u64("success") == 1).count();
+        let at_start = ok
+            .iter()
+            .filter(|r| r.f64("iterations_to_success") == 0.0)
+            .count();
+        let rollouts: f64 = ok
+            .iter()
+            .map(|r| {
+                let curve: Vec<f64> = serde_json::from_str(r.str("loss_curve")).unwrap_or_default();
+                curve.len() as f64
+            })
+            .sum();
+        let unconv: f64 = ok.iter().map(|r| r.u64("unconverged_steps") as f64).sum();
+        let _ = writeln!(
+            s,
+            "| {scene} | {label} | {method} | {} | {} | {succ} | {:.0} % | {at_start} | {} | {} | {} | {} | {} | {} |",
+            f64::from_bits(hb),
+            rs.len(),
+            100.0 * succ as f64 / rs.len().max(1) as f64,
+            fmt(median(ok.iter().map(|r| r.f64("iterations_to_success")).collect())),
+            fmt(median(ok.iter().map(|r| r.f64("final_loss_m2")).collect())),
+            fmt(mean(&ok.iter().map(|r| r.f64("wall_time_per_iteration_s")).collect::<Vec<_>>())),
+            fmt(median(ok.iter().map(|r| r.f64("gradient_norm_initial")).collect())),
+            fmt(if rollouts > 0.0 { unconv / rollouts } else { f64::NAN }),
+            rs.len() - ok.len(),
+        );
+    }
+    s += "\n## Cells\n\n| scene | formulation | method | h (s) | seed | success | iterations to success | initial loss | final loss | position error (m) | speed (m/s) | unconverged (max per rollout) | s/iteration | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for r in rows.iter().take(crate::report::MAX_CELL_ROWS) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |",
+            r.scene_label(),
+            r.str("label"),
+            r.str("method"),
+            r.f64("timestep_s"),
+            r.u64("seed"),
+            r.u64("success"),
+            fmt(r.f64("iterations_to_success")),
+            fmt(r.f64("initial_loss_m2")),
+            fmt(r.f64("final_loss_m2")),
+            fmt(r.f64("final_position_error_m")),
+            fmt(r.f64("final_speed_m_s")),
+            r.u64("unconverged_steps"),
+            r.u64("unconverged_steps_max"),
+            fmt(r.f64("wall_time_per_iteration_s")),
+            r.str("reason"),
+        );
+    }
+    if !figures.is_empty() {
+        s += "\n## Figures\n\n";
+        for f in figures
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
+        {
+            let name = f
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            let _ = writeln!(s, "![{name}](figures/{name})");
+        }
+    }
+    s
+}
+
+/// The median loss over a series' instances at each iterate; an instance that stopped
+/// (success) keeps its last loss.
+fn median_curve(rs: &[&Row]) -> Vec<f64> {
+    let curves: Vec<Vec<f64>> = rs
+        .iter()
+        .map(|r| serde_json::from_str(r.str("loss_curve")).unwrap_or_default())
+        .filter(|c: &Vec<f64>| !c.is_empty())
+        .collect();
+    let n = curves.iter().map(Vec::len).max().unwrap_or(0);
+    (0..n)
+        .map(|i| median(curves.iter().map(|c| c[i.min(c.len() - 1)]).collect()))
+        .collect()
+}
+
+/// Draw `figures/loss_curves__<scene>.svg` and `.png`: the median task loss over instances
+/// against the Adam iteration, one line per (formulation, method, timestep), log y.
+///
+/// # Errors
+/// A drawing or file error, as text.
+pub fn draw_loss_curves(dir: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
+    crate::figures::register_font();
+    let fig_dir = dir.join("figures");
+    std::fs::create_dir_all(&fig_dir).map_err(|e| format!("{}: {e}", fig_dir.display()))?;
+    let mut by_scene: BTreeMap<String, Vec<(String, Vec<f64>)>> = BTreeMap::new();
+    for ((scene, label, method, hb), rs) in groups(rows) {
+        let name = format!("{label} {method} h={}", f64::from_bits(hb));
+        by_scene
+            .entry(scene)
+            .or_default()
+            .push((name, median_curve(&rs)));
+    }
+    let mut written = Vec::new();
+    for (scene, series) in by_scene {
+        let stem = format!("loss_curves__{}", crate::figures::file_part(&scene));
+        let svg = fig_dir.join(format!("{stem}.svg"));
+        let png = fig_dir.join(format!("{stem}.png"));
+        let title = format!("{scene}: median task loss vs Adam iteration");
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, (525, 375)).into_drawing_area();
+            draw(&root, &title, &series, 1.0)?;
+            root.present()
+                .map_err(|e| format!("{}: {e}", svg.display()))?;
+        }
+        write_atomic(&svg, text.as_bytes()).map_err(|e| e.to_string())?;
+        let tmp = temp_path(&png, ".png");
+        let drawn = (|| {
+            let root = BitMapBackend::new(&tmp, (1050, 750)).into_drawing_area();
+            draw(&root, &title, &series, 2.0)?;
+            root.present()
+                .map_err(|e| format!("{}: {e}", png.display()))
+        })();
+        if let Err(e) = drawn {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        commit_temp(&tmp, &png).map_err(|e| e.to_string())?;
+        written.push(svg);
+        written.push(png);
+    }
+    Ok(written)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    series: &[(String, Vec<f64>)],
+    k: f64,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let px = |v: f64| (v * k) as i32;
+    let logs: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, c)| c.iter())
+        .filter(|v| **v > 0.0 && v.is_finite())
+        .map(|v| v.log10())
+        .collect();
+    let (mut y0, mut y1) = logs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if !y0.is_finite() {
+        (y0, y1) = (-3.0, 0.0);
+    }
+    if y1 - y0 < 0.5 {
+        y0 -= 0.25;
+        y1 += 0.25;
+    }
+    let x1 = series
+        .iter()
+        .map(|(_, c)| c.len())
+        .max()
+        .unwrap_or(1)
+        .max(2) as f64
+        - 1.0;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", px(15.0)))
+        .margin(px(8.0))
+        .x_label_area_size(px(38.0))
+        .y_label_area_size(px(62.0))
+        .build_cartesian_2d(0.0..x1, (y0 - 0.1)..(y1 + 0.1))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("Adam iteration")
+        .y_desc("median task loss (m^2)")
+        .y_label_formatter(&|v| format!("1e{v:.1}"))
+        .label_style(("sans-serif", px(11.0)))
+        .axis_desc_style(("sans-serif", px(12.0)))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    for (i, (name, curve)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let style = ShapeStyle::from(&color).stroke_width(px(1.5) as u32);
+        let pts: Vec<(f64, f64)> = curve
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v > 0.0 && v.is_finite())
+            .map(|(i, v)| (i as f64, v.log10()))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts, style))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", px(10.0)))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// Draw the loss curves and write `report.md` for `rows`; returns the paths written.
+///
+/// # Errors
+/// A drawing or file error, as text (the report is still written when only a figure fails).
+pub fn write_outputs(
+    dir: &Path,
+    rows: &[Row],
+    cfg: &ExperimentConfig,
+) -> Result<Vec<PathBuf>, String> {
+    let (mut written, fig_err) = match draw_loss_curves(dir, rows) {
+        Ok(w) => (w, None),
+        Err(e) => (Vec::new(), Some(format!("figures not drawn: {e}"))),
+    };
+    let mut text = render(rows, cfg, &written);
+    if let Some(e) = &fig_err {
+        let _ = writeln!(text, "\n**Figures are missing**: {e}");
+    }
+    let path = dir.join("report.md");
+    write_atomic(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+    written.push(path);
+    match fig_err {
+        Some(e) => Err(e),
+        None => Ok(written),
+    }
+}
+
+/// `contactlab report DIR` for a control-synthesis folder: rows from `runs.parquet`, or, when
+/// an interrupted run left none, from the finished cells of the last run's grid (then
+/// `runs.parquet` and `runs.csv` are written from them first).
+///
+/// # Errors
+/// No rows, unreadable files, drawing or file errors, as text.
+pub fn redraw(dir: &Path, cfg: &ExperimentConfig) -> Result<Vec<PathBuf>, String> {
+    let rows = match crate::results::read_runs_with(dir, COLUMNS) {
+        Ok(rows) => rows,
+        Err(_) => {
+            let ids: std::collections::BTreeSet<String> =
+                Manifest::read(dir).cell_ids.into_iter().collect();
+            let mut rows = crate::report::cells_in(dir).map_err(|e| e.to_string())?;
+            rows.retain(|r| ids.is_empty() || ids.contains(r.str("cell_id")));
+            if rows.is_empty() {
+                return Err(format!(
+                    "{}: no runs.parquet and no finished cells",
+                    dir.display()
+                ));
+            }
+            crate::results::write_runs_with(dir, &rows, COLUMNS).map_err(|e| e.to_string())?;
+            rows
+        }
+    };
+    write_outputs(dir, &rows, cfg)
+}
+
+/// A plain-text table of the study's cells for `contactlab check`.
+pub fn grid_table(plan: &ControlPlan) -> String {
+    let mut out = format!("{} cells\n", plan.cells.len());
+    out += &format!(
+        "{:>5}  {:<18} {:<16} {:<16} {:>10} {:>5}  id\n",
+        "#", "scene", "formulation", "method", "timestep_s", "seed"
+    );
+    for (i, c) in plan.cells.iter().enumerate() {
+        out += &format!(
+            "{:>5}  {:<18} {:<16} {:<16} {:>10} {:>5}  {}\n",
+            i,
+            c.scene_label,
+            c.label,
+            c.method.name(),
+            c.timestep_s,
+            c.seed,
+            c.id
+        );
+    }
+    out
+}
+
+/// Where a `control_synthesis` study's value in `text` fails to parse, as a [`ConfigError`]
+/// naming `study.<key>` and its line: the YAML parser loses both inside the `kind`-tagged
+/// `study:` mapping (serde buffers it), so each known key is parsed on its own here.
+pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
+    let raw: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).ok()?;
+    let study = raw.get("study")?.as_mapping()?;
+    if study.get("kind").and_then(|k| k.as_str()) != Some("control_synthesis") {
+        return None;
+    }
+    for (k, v) in study {
+        let Some(k) = k.as_str() else { continue };
+        let v = v.clone();
+        let e = match k {
+            "instances" => serde_yaml_ng::from_value::<u64>(v).err(),
+            "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
+            "step_size" | "yaw_weight" => serde_yaml_ng::from_value::<f64>(v).err(),
+            "methods" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
+            _ => None,
+        };
+        if let Some(e) = e {
+            let key = format!("study.{k}");
+            let mut message = e.to_string();
+            if let Some(i) = message.rfind(" at line ") {
+                message.truncate(i);
+            }
+            return Some(ConfigError {
+                file: file.to_path_buf(),
+                line: locate_nearest(text, &key),
+                key,
+                message,
+            });
+        }
+    }
+    None
+}

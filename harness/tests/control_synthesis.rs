@@ -1,0 +1,146 @@
+//! The `control_synthesis` study end to end (issue 13): a tiny synthesis on box_traversal with
+//! the box moved away (2 instances, 2 Adam updates, 3 s horizon at h = 50 ms) by the exact
+//! adjoint, the lagged adjoint and central differences, and bad study specs, each an error
+//! naming file, line and key.
+
+mod common;
+use common::{assert_bad, contactlab, stderr};
+
+const TINY: &str = "\
+name: clitest
+study:
+  kind: control_synthesis
+  instances: 2
+  methods: [adjoint, adjoint_lagged, fd_central]
+  iterations: 2
+  step_size: 0.02
+scenes:
+  - name: box_traversal
+    obstacle_x: 50.0
+    horizon: 3.0
+    target: [1.6, 0.3]
+formulations:
+  - name: ncp_fb
+sweep:
+  timestep: [0.05]
+";
+
+fn curve(row: &serde_json::Value) -> Vec<f64> {
+    serde_json::from_str(row["loss_curve"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn tiny_synthesis_writes_one_row_per_instance_and_method() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.yaml"), TINY).unwrap();
+    let o = contactlab(&["check", "tiny.yaml"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("6 cells"));
+    let o = contactlab(&["run", "tiny.yaml", "--jobs", "2"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = tmp.path().join("results/clitest");
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("## Success rate"), "{report}");
+    assert!(dir.join("figures/loss_curves__box_traversal.svg").is_file());
+    assert!(dir.join("runs.parquet").is_file());
+    let rows: Vec<serde_json::Value> = std::fs::read_dir(dir.join("cells"))
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(rows.len(), 6);
+    let get = |method: &str, seed: u64| {
+        rows.iter()
+            .find(|r| r["method"] == method && r["seed"] == seed)
+            .unwrap_or_else(|| panic!("{method} seed {seed}"))
+    };
+    for r in &rows {
+        assert_eq!(r["status"], "ok", "{r}");
+        // Flat ground: every forward step converges.
+        assert_eq!(r["unconverged_steps"], 0, "{r}");
+        assert_eq!(r["steps"], 60);
+        let c = curve(r);
+        let updates = r["iterations_run"].as_u64().unwrap() as usize;
+        assert!(updates <= 2, "{r}");
+        assert_eq!(c.len(), updates + 1, "{r}");
+        assert_eq!(c[0], r["initial_loss_m2"].as_f64().unwrap());
+        assert_eq!(*c.last().unwrap(), r["final_loss_m2"].as_f64().unwrap());
+    }
+    for seed in [1, 2] {
+        let (adj, fd) = (get("adjoint", seed), get("fd_central", seed));
+        // Same start, same instance: the same loss, and the exact adjoint's gradient is the
+        // finite differences' (all steps converged).
+        assert_eq!(adj["initial_loss_m2"], fd["initial_loss_m2"]);
+        let (ga, gf) = (
+            adj["gradient_norm_initial"].as_f64().unwrap(),
+            fd["gradient_norm_initial"].as_f64().unwrap(),
+        );
+        assert!(
+            (ga - gf).abs() <= 1e-3 * gf,
+            "seed {seed}: adjoint {ga} vs fd {gf}"
+        );
+        if adj["success"] == 0 {
+            // Two Adam updates along the exact gradient lower the loss.
+            let c = curve(adj);
+            assert!(c[1] < c[0] && c[2] < c[0], "seed {seed}: {c:?}");
+        }
+    }
+    // A rerun resumes every cell.
+    let o = contactlab(&["run", "tiny.yaml"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("6 resumed, 0 run"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // `report` redraws from the stored rows.
+    std::fs::remove_file(dir.join("report.md")).unwrap();
+    let o = contactlab(&["report", "results/clitest"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("report.md").is_file());
+}
+
+#[test]
+fn unknown_method_is_an_error_at_its_line() {
+    let text = TINY.replace("fd_central]", "autodiff]");
+    assert_bad(&text, 5, &["study.methods[2]", "autodiff", "fd_central"]);
+}
+
+#[test]
+fn a_method_the_formulation_lacks_is_an_error() {
+    let text = TINY.replace("  - name: ncp_fb\n", "  - name: penalty\n");
+    assert_bad(
+        &text,
+        5,
+        &["study.methods[0]", "needs formulation ncp_fb", "penalty"],
+    );
+}
+
+#[test]
+fn non_positive_step_size_and_iterations_are_errors() {
+    assert_bad(
+        &TINY.replace("step_size: 0.02", "step_size: 0.0"),
+        7,
+        &["study.step_size", "> 0"],
+    );
+    assert_bad(
+        &TINY.replace("iterations: 2", "iterations: 0"),
+        6,
+        &["study.iterations", "at least 1"],
+    );
+    assert_bad(
+        &TINY.replace("iterations: 2", "iterations: -3"),
+        6,
+        &["study.iterations"],
+    );
+}
+
+#[test]
+fn unknown_study_key_is_an_error() {
+    assert_bad(
+        &TINY.replace("step_size: 0.02", "step_size: 0.02\n  stepsize: 0.2"),
+        8,
+        &["stepsize"],
+    );
+}
