@@ -20,7 +20,7 @@ use contactlab_solvers::{Model, ModelError, State, StepReport};
 pub mod benchmark;
 pub mod closed_form;
 pub mod data_dir;
-pub mod gradcheck;
+pub mod gradient;
 pub mod input_file;
 pub mod limits;
 pub mod mesh_file;
