@@ -189,6 +189,19 @@ fn load(path: Option<&Path>, catalog: &Catalog) -> anyhow::Result<sweep::Plan> {
 fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
     let plan = load(Some(path), catalog)?;
     println!("{}: ok", path.display());
+    if let config::Study::Gradient(study) = &plan.config.study {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let cells = contactlab_harness::study_gradient::expand(
+            path,
+            &text,
+            &plan.config,
+            study,
+            &plan.cells,
+            catalog,
+        )?;
+        print!("{}", contactlab_harness::study_gradient::grid_table(&cells));
+        return Ok(());
+    }
     print!("{}", sweep::grid_table(&plan));
     Ok(())
 }

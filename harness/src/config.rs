@@ -108,6 +108,29 @@ pub struct ExperimentConfig {
     /// Re-anchored error window (s) (see [`DEFAULT_REANCHOR_WINDOW_S`]).
     #[serde(default = "default_window")]
     pub reanchor_window: f64,
+    /// What kind of study the experiment is; absent: `stability` (the cells above, simulated
+    /// and measured).
+    #[serde(default, skip_serializing_if = "Study::is_stability")]
+    pub study: Study,
+}
+
+/// The kind of study an experiment runs, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Study {
+    /// Simulate each cell and measure stability, accuracy and cost (the default).
+    #[default]
+    Stability,
+    /// Gradient accuracy against the f64 finite-difference reference
+    /// ([`crate::study_gradient`]).
+    Gradient(crate::study_gradient::GradientStudy),
+}
+
+impl Study {
+    /// Whether this is the default study (not written to `config.resolved.yaml`).
+    pub fn is_stability(&self) -> bool {
+        matches!(self, Study::Stability)
+    }
 }
 
 fn default_threshold() -> f64 {
