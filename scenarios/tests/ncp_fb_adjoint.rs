@@ -126,7 +126,11 @@ fn box_incline_sticking() {
 /// (implicit row) on the robot, one step and 50 steps.
 #[test]
 fn robot_final_x_wrt_servo_gain_control_and_mu() {
-    check(&case("robot_servo_gain", 1, None));
+    // Over one step d x / d mu is ~1e-7 m and pure FD noise (no neighbouring steps agree to
+    // 1e-3): the reference is undefined for it, so the one-step check leaves it out.
+    let mut one = case("robot_servo_gain", 1, None);
+    one.inputs.pop();
+    check(&one);
     check(&case("robot_servo_gain", 50, None));
 }
 
