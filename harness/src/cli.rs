@@ -198,6 +198,19 @@ fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
     }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
     println!("{}: ok", path.display());
+    if let config::Study::Gradient(study) = &plan.config.study {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let cells = contactlab_harness::study_gradient::expand(
+            path,
+            &text,
+            &plan.config,
+            study,
+            &plan.cells,
+            catalog,
+        )?;
+        print!("{}", contactlab_harness::study_gradient::grid_table(&cells));
+        return Ok(());
+    }
     print!("{}", sweep::grid_table(&plan));
     Ok(())
 }

@@ -108,7 +108,8 @@ pub struct ExperimentConfig {
     /// Re-anchored error window (s) (see [`DEFAULT_REANCHOR_WINDOW_S`]).
     #[serde(default = "default_window")]
     pub reanchor_window: f64,
-    /// What the experiment studies; absent: `stability` (the rollouts above).
+    /// What the experiment studies; absent: `stability` (the cells above, simulated and
+    /// measured).
     #[serde(default, skip_serializing_if = "StudySpec::is_stability")]
     pub study: StudySpec,
 }
@@ -120,12 +121,18 @@ pub enum StudySpec {
     /// One rollout per cell, measured (stability, accuracy, cost): the default.
     #[default]
     Stability,
+    /// Gradient accuracy against the f64 finite-difference reference
+    /// ([`crate::study_gradient`]).
+    Gradient(crate::study_gradient::GradientStudy),
     /// Gradient-based control synthesis ([`crate::study_control`]).
     ControlSynthesis(crate::study_control::ControlSynthesisSpec),
 }
 
+/// The name the gradient study uses for [`StudySpec`].
+pub type Study = StudySpec;
+
 impl StudySpec {
-    /// Whether this is the default stability study.
+    /// Whether this is the default stability study (not written to `config.resolved.yaml`).
     pub fn is_stability(&self) -> bool {
         matches!(self, StudySpec::Stability)
     }

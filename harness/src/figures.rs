@@ -37,6 +37,7 @@ pub(crate) fn register_font() {
 /// What a figure kind plots.
 struct Spec {
     column: &'static str,
+    x_label: &'static str,
     y_label: &'static str,
     log_y: bool,
 }
@@ -44,21 +45,25 @@ struct Spec {
 fn spec(kind: FigureKind) -> Spec {
     match kind {
         FigureKind::ErrorVsTimestep => Spec {
+            x_label: "timestep (s)",
             column: "traj_error_mean",
             y_label: "mean trajectory error (m or q units)",
             log_y: true,
         },
         FigureKind::PenetrationVsTimestep => Spec {
+            x_label: "timestep (s)",
             column: "max_penetration_m",
             y_label: "max penetration (m)",
             log_y: true,
         },
         FigureKind::IterationsVsTimestep => Spec {
+            x_label: "timestep (s)",
             column: "iterations_mean",
             y_label: "solver iterations per step",
             log_y: false,
         },
         FigureKind::ThroughputVsTimestep => Spec {
+            x_label: "timestep (s)",
             column: "steps_per_s",
             y_label: "throughput (world-steps/s)",
             log_y: true,
@@ -69,7 +74,7 @@ fn spec(kind: FigureKind) -> Spec {
 /// One line: label → sorted (timestep, mean value over the cells that finished ok (NaN if
 /// none), any diverged). A timestep where some cells diverged and others finished (e.g. some
 /// of many seeds or tosses) gets both a point and a cross.
-type Lines = BTreeMap<String, Vec<(f64, f64, bool)>>;
+pub type Lines = BTreeMap<String, Vec<(f64, f64, bool)>>;
 
 fn lines(rows: &[&Row], column: &str) -> Lines {
     let mut acc: BTreeMap<String, BTreeMap<u64, (f64, usize, bool)>> = BTreeMap::new();
@@ -143,36 +148,75 @@ pub fn draw_all(dir: &Path, rows: &[Row], kinds: &[FigureKind]) -> Result<Vec<Pa
             let data = lines(&scene_rows, s.column);
             let title = format!("{scene}: {}", kind.name().replace('_', " "));
             let stem = format!("{}__{}", kind.name(), file_part(scene));
-            let svg = fig_dir.join(format!("{stem}.svg"));
-            let png = fig_dir.join(format!("{stem}.png"));
-            // Both drawn to memory or a temporary file, then renamed into place: a killed run
-            // leaves the old figure or the new one, never a partial one.
-            let mut text = String::new();
-            {
-                let root = SVGBackend::with_string(&mut text, (525, 375)).into_drawing_area();
-                draw(&root, &title, &s, &data, 1.0)?;
-                root.present()
-                    .map_err(|e| format!("{}: {e}", svg.display()))?;
-            }
-            write_atomic(&svg, text.as_bytes()).map_err(|e| e.to_string())?;
-            // The bitmap backend picks the encoder from the extension: keep `.png` last.
-            let tmp = temp_path(&png, ".png");
-            let drawn = (|| {
-                let root = BitMapBackend::new(&tmp, (1050, 750)).into_drawing_area();
-                draw(&root, &title, &s, &data, 2.0)?;
-                root.present()
-                    .map_err(|e| format!("{}: {e}", png.display()))
-            })();
-            if let Err(e) = drawn {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
-            }
-            commit_temp(&tmp, &png).map_err(|e| e.to_string())?;
-            written.push(svg);
-            written.push(png);
+            written.extend(write_figure(&fig_dir, &stem, &title, &s, &data)?);
         }
     }
     Ok(written)
+}
+
+/// Draw one figure of `data` (x on a log axis) as `fig_dir/<stem>.svg` and `.png`, each
+/// atomically; returns both paths.
+fn write_figure(
+    fig_dir: &Path,
+    stem: &str,
+    title: &str,
+    s: &Spec,
+    data: &Lines,
+) -> Result<[PathBuf; 2], String> {
+    let svg = fig_dir.join(format!("{stem}.svg"));
+    let png = fig_dir.join(format!("{stem}.png"));
+    // Both drawn to memory or a temporary file, then renamed into place: a killed run
+    // leaves the old figure or the new one, never a partial one.
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (525, 375)).into_drawing_area();
+        draw(&root, &title, &s, &data, 1.0)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", svg.display()))?;
+    }
+    write_atomic(&svg, text.as_bytes()).map_err(|e| e.to_string())?;
+    // The bitmap backend picks the encoder from the extension: keep `.png` last.
+    let tmp = temp_path(&png, ".png");
+    let drawn = (|| {
+        let root = BitMapBackend::new(&tmp, (1050, 750)).into_drawing_area();
+        draw(&root, &title, &s, &data, 2.0)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", png.display()))
+    })();
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    commit_temp(&tmp, &png).map_err(|e| e.to_string())?;
+    Ok([svg, png])
+}
+
+/// Draw a figure of other studies: `data` is one series per label of (x, y, marked) points, x
+/// on a log axis labelled `x_label`, y labelled `y_label` (log when `log_y`); marked points get a
+/// cross at the top (e.g. cells without a value). Written as `dir/figures/<stem>.svg` and `.png`
+/// like every figure; returns both paths.
+///
+/// # Errors
+/// A drawing or file error, as text.
+pub fn draw_lines(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    x_label: &'static str,
+    y_label: &'static str,
+    log_y: bool,
+    data: &Lines,
+) -> Result<[PathBuf; 2], String> {
+    register_font();
+    let fig_dir = dir.join("figures");
+    std::fs::create_dir_all(&fig_dir).map_err(|e| format!("{}: {e}", fig_dir.display()))?;
+    let s = Spec {
+        column: "",
+        x_label,
+        y_label,
+        log_y,
+    };
+    write_figure(&fig_dir, stem, title, &s, data)
 }
 
 fn tr(log: bool, v: f64) -> Option<f64> {
@@ -266,7 +310,7 @@ where
     let log_y = s.log_y;
     chart
         .configure_mesh()
-        .x_desc("timestep (s)")
+        .x_desc(s.x_label)
         .y_desc(s.y_label)
         .x_labels(6)
         .y_labels(6)

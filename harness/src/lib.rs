@@ -3,8 +3,9 @@
 //! The experiment side of contactlab: experiment files ([`config`]), their expansion into cells
 //! ([`sweep`]), the names an experiment may use ([`catalog`]), parallel, resumable execution
 //! ([`runner`]), the measurements ([`metrics`]), per-step trajectories ([`trajectory`]), results
-//! files ([`results`]), figures ([`figures`]) and the report ([`report`]); the
-//! control-synthesis study ([`study_control`]). The binary
+//! files ([`results`]), figures ([`figures`]) and the report ([`report`]); the gradient study
+//! ([`study_gradient`]) and the control-synthesis study ([`study_control`]) run on the same
+//! machinery. The binary
 //! `contactlab` drives them.
 
 #![warn(missing_docs)]
@@ -12,12 +13,14 @@
 pub mod catalog;
 pub mod config;
 pub mod figures;
+pub mod heap;
 pub mod inputs;
 pub mod metrics;
 pub mod report;
 pub mod results;
 pub mod runner;
 pub mod study_control;
+pub mod study_gradient;
 pub mod sweep;
 pub mod testkit;
 pub mod trajectory;

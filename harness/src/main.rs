@@ -5,6 +5,11 @@ mod cli;
 use clap::Parser;
 use contactlab_harness::catalog::Catalog;
 
+/// Counts heap bytes per thread, for the gradient study's peak memory
+/// ([`contactlab_harness::heap`]).
+#[global_allocator]
+static ALLOCATOR: contactlab_harness::heap::Counting = contactlab_harness::heap::Counting;
+
 fn main() -> std::process::ExitCode {
     // `contactlab check big.yaml | head` should end quietly when the reader closes the pipe, as
     // other command-line tools do, not panic on a failed print: restore SIGPIPE's default.

@@ -639,6 +639,9 @@ pub fn write_outputs(
     rows: &[Row],
     cfg: &ExperimentConfig,
 ) -> Result<Vec<PathBuf>, String> {
+    if let config::Study::Gradient(study) = &cfg.study {
+        return crate::study_gradient::report::write_outputs(dir, rows, cfg, study);
+    }
     let kinds: Vec<FigureKind> = cfg.figures.clone();
     let (mut written, figure_error) = match crate::figures::draw_all(dir, rows, &kinds) {
         Ok(w) => (w, None),

@@ -72,7 +72,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("threads", U64, "worker threads of the run"),
     c("toss", Str, "recorded toss the cell starts from (cube_toss's `toss`, a file stem); empty otherwise"),
     c("inputs", Str, "files the cell read (scene model, assets, toss, schedule, reference) and their SHA-256, JSON {path: digest}; part of cell_id"),
-    c("status", Str, "ok, diverged or failed"),
+    c("status", Str, "ok, diverged or failed; a gradient study also writes skipped (method not offered) and undefined_reference"),
     c("reason", Str, "why a cell diverged or failed (empty when ok)"),
     c("ignored_features", Str, "model features the formulation steps this scene without, '; '-separated `feature: detail` (equality, frictionloss, limit, condim, pair, exclude, option.*); empty when it models all of them"),
     c("steps", U64, "steps taken"),
@@ -116,9 +116,27 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("task", Str, "the scene's task outcomes at the end of the run, JSON {name: value}. grasp: held (0/1: object centre ends > 0.1 m above its start), slip_m (largest |change| of the object's height relative to the lift from lift start), final_slip_m (that change at the end; < 0: slid down), rise_m (object centre rise), peak_penetration_m, finger_force_left_n / _right_n (mean normal force over the hold). box_traversal, mesh_terrain: task_loss_m2 (squared position error + 1 m^2/rad^2 x squared yaw error), success (0/1: within 0.2 m, below 0.3 m/s), position_error_m, final_speed_m_s, min_chassis_up (lowest z of the chassis up axis; < 0: turned over)"),
 ];
 
-/// The definition of column `name`.
+/// Column tables of the studies other than stability ([`crate::config::Study`]); a table's
+/// columns are written only when some row has its first column.
+pub const STUDY_COLUMNS: &[&[ColumnDef]] = &[crate::study_gradient::COLUMNS];
+
+/// The definition of column `name` (of [`COLUMNS`] or a study's table).
 pub fn column(name: &str) -> Option<&'static ColumnDef> {
-    COLUMNS.iter().find(|c| c.name == name)
+    COLUMNS
+        .iter()
+        .chain(STUDY_COLUMNS.iter().flat_map(|t| t.iter()))
+        .find(|c| c.name == name)
+}
+
+/// The columns of a frame of `rows`: [`COLUMNS`], then each study table some row uses.
+fn frame_columns(rows: &[Row]) -> Vec<&'static ColumnDef> {
+    let mut cols: Vec<&ColumnDef> = COLUMNS.iter().collect();
+    for t in STUDY_COLUMNS {
+        if rows.iter().any(|r| r.0.contains_key(t[0].name)) {
+            cols.extend(t.iter());
+        }
+    }
+    cols
 }
 
 /// One value of a row.
@@ -431,12 +449,13 @@ pub fn remove_stale_temps(dir: &Path) -> Result<usize, ResultsError> {
     Ok(removed)
 }
 
-/// All rows as a polars DataFrame with the [`COLUMNS`] schema.
+/// All rows as a polars DataFrame with the [`COLUMNS`] schema (and the study columns the rows
+/// use).
 ///
 /// # Errors
 /// Only if polars rejects the columns (it does not for equal lengths).
 pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
-    to_frame_with(rows, COLUMNS)
+    frame_of(rows, frame_columns(rows))
 }
 
 /// All rows as a polars DataFrame with the schema `columns` (a study's own, e.g.
@@ -445,8 +464,12 @@ pub fn to_frame(rows: &[Row]) -> PolarsResult<DataFrame> {
 /// # Errors
 /// Only if polars rejects the columns (it does not for equal lengths).
 pub fn to_frame_with(rows: &[Row], columns: &[ColumnDef]) -> PolarsResult<DataFrame> {
+    frame_of(rows, columns.iter().collect())
+}
+
+fn frame_of(rows: &[Row], columns: Vec<&ColumnDef>) -> PolarsResult<DataFrame> {
     let cols: Vec<Column> = columns
-        .iter()
+        .into_iter()
         .map(|c| match c.kind {
             Str => Column::new(
                 c.name.into(),
@@ -472,7 +495,12 @@ pub fn to_frame_with(rows: &[Row], columns: &[ColumnDef]) -> PolarsResult<DataFr
 /// # Errors
 /// A column of the wrong type.
 pub fn from_frame(df: &DataFrame) -> PolarsResult<Vec<Row>> {
-    from_frame_with(df, COLUMNS)
+    let all: Vec<ColumnDef> = COLUMNS
+        .iter()
+        .chain(STUDY_COLUMNS.iter().flat_map(|t| t.iter()))
+        .cloned()
+        .collect();
+    from_frame_with(df, &all)
 }
 
 /// Rows back from a DataFrame with the schema `columns` (missing columns are left out).

@@ -76,6 +76,9 @@ pub struct RunSummary {
 /// rows, not errors; figures or a report that cannot be drawn are in
 /// [`RunSummary::outputs_error`] (the rows are written regardless).
 pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSummary, ResultsError> {
+    if let crate::config::Study::Gradient(study) = &plan.config.study {
+        return crate::study_gradient::run::run(plan, study, catalog, opts);
+    }
     let dir = &opts.dir;
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -365,7 +368,7 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The identity columns of a cell's row.
-fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
+pub(crate) fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
     let mut row = Row::default();
     row.set_str("cell_id", &cell.id);
     row.set_str("experiment", &plan.config.name);

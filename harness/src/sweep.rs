@@ -508,6 +508,9 @@ pub fn plan(
             }
         }
     }
+    if let crate::config::Study::Gradient(study) = &cfg.study {
+        crate::study_gradient::expand(file, text, &cfg, study, &cells, catalog)?;
+    }
     Ok(Plan {
         file: file.to_path_buf(),
         config: cfg,

@@ -1,5 +1,5 @@
-//! The `ncp_fb` adjoint: accuracy of the exact and lagged variants against central finite
-//! differences on the issue's gradient cases, and the peak resident memory of an adjoint
+//! The `ncp_fb` adjoint: accuracy of the exact and lagged variants against the f64
+//! central-difference reference (`contactlab_scenarios::gradient`) on the issue's gradient cases, and the peak resident memory of an adjoint
 //! rollout at 8 and 64 Newton iterations (issue "ncp_fb", Done when).
 //!
 //! `cargo bench -p contactlab-scenarios --bench ncp_fb_adjoint`. The memory runs happen in
@@ -9,7 +9,10 @@
 use std::process::Command;
 
 use contactlab_scenarios::build;
-use contactlab_scenarios::gradcheck::{compare, issue_cases};
+use contactlab_scenarios::gradient::cases::{issue_cases, TIGHT_NCP_FB};
+use contactlab_scenarios::gradient::methods::{self, Method};
+use contactlab_scenarios::gradient::reference::{self, score, MAX_UNCERTAINTY, REFERENCE_STEPS};
+use contactlab_scenarios::gradient::FormulationRef;
 use contactlab_solvers::ncp_fb::adjoint::{self, Mode};
 use contactlab_solvers::ncp_fb::{NcpFb, NcpFbParams};
 use nalgebra::DVector;
@@ -74,19 +77,25 @@ fn main() {
         return;
     }
 
-    println!("ncp_fb adjoint vs central finite differences (best FD step of 1e-3..1e-7)");
+    println!("ncp_fb adjoint vs the central-difference reference (relative FD steps 1e-3..1e-8)");
     println!(
         "{:<36} {:>12} {:>10} {:>12} {:>10}",
         "case", "exact rel", "exact cos", "lagged rel", "lagged cos"
     );
+    let params: serde_json::Value = serde_json::from_str(TIGHT_NCP_FB).expect("valid JSON");
+    let build =
+        || contactlab_solvers::formulation::build("ncp_fb", &params).map_err(|e| e.to_string());
+    let f = FormulationRef {
+        name: "ncp_fb",
+        params: &params,
+        build: &build,
+    };
     for case in issue_cases() {
-        let exact = case.adjoint(Mode::Exact);
-        let lagged = case.adjoint(Mode::Lagged);
-        let fd = case.finite_differences(&exact.gradient);
-        let (ce, cl) = (
-            compare(&exact.gradient, &fd),
-            compare(&lagged.gradient, &fd),
-        );
+        let exact = methods::compute(Method::Adjoint, &case, f).expect("adjoint");
+        let lagged = methods::compute(Method::AdjointLagged, &case, f).expect("adjoint");
+        let r =
+            reference::reference(&case, f, &REFERENCE_STEPS, MAX_UNCERTAINTY).expect("reference");
+        let (ce, cl) = (score(&exact.gradient, &r), score(&lagged.gradient, &r));
         println!(
             "{:<36} {:>12.3e} {:>10.7} {:>12.3e} {:>10.7}",
             case.name, ce.max_relative, ce.cosine, cl.max_relative, cl.cosine

@@ -21,7 +21,7 @@ pub mod benchmark;
 pub mod closed_form;
 pub mod control_synthesis;
 pub mod data_dir;
-pub mod gradcheck;
+pub mod gradient;
 pub mod input_file;
 pub mod limits;
 pub mod mesh_file;

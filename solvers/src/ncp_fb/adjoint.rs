@@ -81,10 +81,13 @@ pub enum Parameter {
     ServoKp(usize),
     /// The velocity gain k_v of a servo, by actuator index (N s/m or N m s/rad).
     ServoKv(usize),
+    /// The mass of a body, by body index (kg); its inertia is left unchanged. It enters the
+    /// assembly through the mass matrix, the bias forces and the inverse weights.
+    Mass(usize),
 }
 
 impl Parameter {
-    /// Parse `friction`, `kp:<actuator>` or `kv:<actuator>` (actuator by name).
+    /// Parse `friction`, `kp:<actuator>`, `kv:<actuator>` (actuator by name) or `mass:<body>`.
     ///
     /// # Errors
     /// An unknown form or actuator name, naming the valid ones.
@@ -105,8 +108,15 @@ impl Parameter {
         match s.split_once(':') {
             Some(("kp", name)) => Ok(Parameter::ServoKp(actuator(name)?)),
             Some(("kv", name)) => Ok(Parameter::ServoKv(actuator(name)?)),
+            Some(("mass", name)) => model
+                .bodies
+                .iter()
+                .position(|b| b.name == name)
+                .filter(|&b| b > 0)
+                .map(Parameter::Mass)
+                .ok_or_else(|| format!("no body '{name}'")),
             _ => Err(format!(
-                "unknown parameter '{s}': use friction, kp:<actuator> or kv:<actuator>"
+                "unknown parameter '{s}': use friction, kp:<actuator>, kv:<actuator> or mass:<body>"
             )),
         }
     }
@@ -123,6 +133,7 @@ impl Parameter {
                 ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => kv,
                 ActuatorKind::Motor => 0.0,
             },
+            Parameter::Mass(b) => model.bodies[b].mass,
         }
     }
 
@@ -149,6 +160,7 @@ impl Parameter {
                 }
                 ActuatorKind::Motor => {}
             },
+            Parameter::Mass(b) => model.bodies[b].mass = value,
         }
     }
 }
