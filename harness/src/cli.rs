@@ -190,7 +190,7 @@ fn load_config(
 
 fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
     let (file, cfg, text) = load_config(Some(path))?;
-    if !cfg.study.is_stability() {
+    if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
         println!("{}: ok", path.display());
         print!("{}", study_control::grid_table(&plan));
@@ -217,7 +217,7 @@ fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
 
 fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     let (file, cfg, text) = load_config(a.config.as_deref())?;
-    if !cfg.study.is_stability() {
+    if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
         return cmd_run_control(a, &plan);
     }

@@ -136,6 +136,12 @@ impl StudySpec {
     pub fn is_stability(&self) -> bool {
         matches!(self, StudySpec::Stability)
     }
+
+    /// Whether this is a control-synthesis study, which plans and runs on its own
+    /// ([`crate::study_control`]); stability and gradient studies share the sweep's planner.
+    pub fn is_control_synthesis(&self) -> bool {
+        matches!(self, StudySpec::ControlSynthesis(_))
+    }
 }
 
 fn default_threshold() -> f64 {

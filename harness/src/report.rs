@@ -599,7 +599,7 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let cfg = std::fs::read_to_string(&cfg_path)
         .map_err(|e| format!("{}: {e} (is this a results folder?)", cfg_path.display()))
         .and_then(|t| config::parse(&cfg_path, &t).map_err(|e| e.to_string()))?;
-    if !cfg.study.is_stability() {
+    if cfg.study.is_control_synthesis() {
         return crate::study_control::redraw(dir, &cfg);
     }
     let rows = match read_runs(dir) {

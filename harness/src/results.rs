@@ -577,12 +577,18 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, ResultsError> {
     }
 }
 
-/// Write `runs.parquet` and `runs.csv` in `dir` from `rows`.
+/// Write `runs.parquet` and `runs.csv` in `dir` from `rows` ([`COLUMNS`] and the study
+/// columns the rows use, [`to_frame`]).
 ///
 /// # Errors
 /// Encoding or I/O errors.
 pub fn write_runs(dir: &Path, rows: &[Row]) -> Result<(), ResultsError> {
-    write_runs_with(dir, rows, COLUMNS)
+    let mut df = to_frame(rows).map_err(|e| ResultsError::Table {
+        path: dir.join("runs.parquet"),
+        message: e.to_string(),
+    })?;
+    write_frame(&dir.join("runs.parquet"), &mut df)?;
+    write_frame(&dir.join("runs.csv"), &mut df)
 }
 
 /// Write `runs.parquet` and `runs.csv` in `dir` from `rows` with the schema `columns`.
@@ -607,7 +613,12 @@ pub fn write_runs_with(
 /// # Errors
 /// Missing or malformed file.
 pub fn read_runs(dir: &Path) -> Result<Vec<Row>, ResultsError> {
-    read_runs_with(dir, COLUMNS)
+    let path = dir.join("runs.parquet");
+    let df = read_frame(&path)?;
+    from_frame(&df).map_err(|e| ResultsError::Table {
+        path,
+        message: e.to_string(),
+    })
 }
 
 /// Read `runs.parquet` in `dir` back into rows with the schema `columns`.

@@ -121,7 +121,10 @@ fn ncp_fb_adjoint_meets_the_reference_through_the_harness() {
         sphere >= 4,
         "the sphere's horizons 1, 3, 15, 50 (and 150) scored: {sphere}"
     );
-    assert!(scored >= 10, "{scored} scored cells");
+    // 11 cells; sphere N = 150 has an undefined reference, and cells whose rollout has an
+    // unconverged step are not scored (the rule): cartpole_free N = 50 has one (its
+    // adjoint still agrees to 7e-8).
+    assert!(scored >= 9, "{scored} scored cells");
     // The lagged adjoint's errors appear beside the exact ones, and are larger on the 50-step slide.
     let lagged = rows
         .iter()
