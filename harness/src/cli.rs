@@ -222,24 +222,8 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
         return cmd_run_control(a, &plan);
     }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
-    if a.jobs == Some(0) {
-        return Err(InputError("--jobs must be at least 1".into()).into());
-    }
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let (jobs, note) = clamp_jobs(a.jobs.or(plan.config.jobs), cores);
-    if let Some(note) = note {
-        eprintln!("note: {note}");
-    }
-    let dir = a.out.join(&plan.config.name);
-    let opts = RunOptions {
-        dir: dir.clone(),
-        jobs,
-        fresh: a.fresh,
-        progress: true,
-        stop_after: None,
-    };
+    let opts = run_options(&a, &plan.config)?;
+    let dir = opts.dir.clone();
     let s = runner::run(&plan, catalog, &opts)
         .with_context(|| format!("writing results to {}", dir.display()))?;
     println!(
@@ -254,26 +238,32 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     }
 }
 
-/// `run` for a control-synthesis study ([`study_control`]).
-fn cmd_run_control(a: RunArgs, plan: &study_control::ControlPlan) -> anyhow::Result<()> {
+/// The run options of `run`: the results folder `<out>/<name>/` and the worker count
+/// (`--jobs`, else the experiment's `jobs`, clamped to the cores with a note).
+fn run_options(a: &RunArgs, cfg: &config::ExperimentConfig) -> anyhow::Result<RunOptions> {
     if a.jobs == Some(0) {
         return Err(InputError("--jobs must be at least 1".into()).into());
     }
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let (jobs, note) = clamp_jobs(a.jobs.or(plan.config.jobs), cores);
+    let (jobs, note) = clamp_jobs(a.jobs.or(cfg.jobs), cores);
     if let Some(note) = note {
         eprintln!("note: {note}");
     }
-    let dir = a.out.join(&plan.config.name);
-    let opts = RunOptions {
-        dir: dir.clone(),
+    Ok(RunOptions {
+        dir: a.out.join(&cfg.name),
         jobs,
         fresh: a.fresh,
         progress: true,
         stop_after: None,
-    };
+    })
+}
+
+/// `run` for a control-synthesis study ([`study_control`]).
+fn cmd_run_control(a: RunArgs, plan: &study_control::ControlPlan) -> anyhow::Result<()> {
+    let opts = run_options(&a, &plan.config)?;
+    let dir = opts.dir.clone();
     let s = study_control::run(plan, &opts)
         .with_context(|| format!("writing results to {}", dir.display()))?;
     println!(
