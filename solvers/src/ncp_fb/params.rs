@@ -188,7 +188,7 @@ impl NcpFbParams {
             return bad("newton_iterations must be >= 1".into());
         }
         if self.full_step_period == 1 {
-            return bad("full_step_period = 1 searches at every iteration, which the second pass already does; use 0 (no full-step pass) or m >= 2".into());
+            return bad("full_step_period: 1 searches at every iteration, which the second pass already does; use 0 (no full-step pass) or m >= 2".into());
         }
         if self.nonmonotone_memory == 0 {
             return bad("nonmonotone_memory must be >= 1 (1: monotone Armijo)".into());
