@@ -24,4 +24,5 @@ pub mod study_gradient;
 pub mod sweep;
 pub mod testkit;
 pub mod trajectory;
+pub mod usability;
 pub mod yaml_checks;

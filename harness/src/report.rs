@@ -8,6 +8,8 @@
 //!   (`nonconverged_steps / steps`): non-convergence is data, not divergence (DESIGN.md), so a
 //!   "stable" verdict is read together with it; a stable timestep that is the largest swept
 //!   one is marked, since the limit may lie beyond the sweep.
+//! * Largest usable timestep (box traversal): the Ostrich paper's usability test as a second
+//!   accuracy threshold ([`crate::usability`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -201,6 +203,7 @@ pub fn render(
             }
         );
     }
+    crate::usability::write_table(&mut s, rows);
     toss_table(&mut s, rows);
     task_table(&mut s, rows);
     ignored_table(&mut s, rows);

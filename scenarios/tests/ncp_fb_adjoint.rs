@@ -1,5 +1,5 @@
 //! The ncp_fb adjoint against the f64 central-difference reference (issue "ncp_fb", Done when;
-//! issue 14): the reference sweeps the relative FD step from 1e-3 to 1e-8 and takes the step
+//! issue 14): the reference sweeps the relative FD step from 1e-2 to 1e-8 and takes the step
 //! where neighbouring estimates agree best ([`reference::reference`]); the adjoint's error must
 //! be at most 1e-4 relative for one step and 1e-3 relative over 50 steps, with cosine
 //! similarity at least 0.999, on cartpole (free, and with the slider hitting its limit),

@@ -18,7 +18,7 @@
 //!     - {name: fd_forward, steps: [1.0e-4, 1.0e-6]}
 //!     - {name: adjoint, formulations: [ncp_fb]}
 //!   fd_steps: [1.0e-3, 1.0e-4, 1.0e-5, 1.0e-6, 1.0e-7, 1.0e-8]
-//!   reference: {steps: [1.0e-3, ..., 1.0e-8], max_uncertainty: 1.0e-3}
+//!   reference: {steps: [1.0e-2, ..., 1.0e-8], max_uncertainty: 1.0e-3}
 //! ```
 //!
 //! A gradient cell is a grid cell × horizon × method × FD step; its id hashes the grid cell's
@@ -40,7 +40,7 @@ use std::path::Path;
 
 use contactlab_scenarios::gradient::cases::{self, parse_loss};
 use contactlab_scenarios::gradient::methods::{self, Method};
-use contactlab_scenarios::gradient::reference::{MAX_UNCERTAINTY, REFERENCE_STEPS};
+use contactlab_scenarios::gradient::reference::{MAX_UNCERTAINTY, METHOD_STEPS, REFERENCE_STEPS};
 use contactlab_scenarios::gradient::{Input, Problem};
 use contactlab_scenarios::Scene;
 use serde::{Deserialize, Serialize};
@@ -80,7 +80,12 @@ pub struct GradientStudy {
     pub reference: ReferenceSettings,
 }
 
+/// The FD methods' default steps: the issue's V curve, 1e-3 … 1e-8 relative.
 fn default_fd_steps() -> Vec<f64> {
+    METHOD_STEPS.to_vec()
+}
+
+fn default_reference_steps() -> Vec<f64> {
     REFERENCE_STEPS.to_vec()
 }
 
@@ -111,7 +116,7 @@ pub struct CaseSpec {
 #[serde(deny_unknown_fields)]
 pub struct ReferenceSettings {
     /// Relative steps, at least two, each > 0 (sorted descending when used).
-    #[serde(default = "default_fd_steps")]
+    #[serde(default = "default_reference_steps")]
     pub steps: Vec<f64>,
     /// Largest relative disagreement of the best neighbouring pair for a defined reference.
     #[serde(default = "default_max_uncertainty")]
@@ -125,7 +130,7 @@ fn default_max_uncertainty() -> f64 {
 impl Default for ReferenceSettings {
     fn default() -> Self {
         Self {
-            steps: default_fd_steps(),
+            steps: default_reference_steps(),
             max_uncertainty: MAX_UNCERTAINTY,
         }
     }
@@ -146,7 +151,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     col("gradient", Kind::Str, "the method's gradient dL/d(input), JSON list (null: non-finite)"),
     col("reference_gradient", Kind::Str, "the f64 central-difference reference, JSON list"),
     col("reference_steps", Kind::Str, "the relative step the reference selected per input, JSON list"),
-    col("reference_sweep", Kind::Str, "the reference's central differences, JSON {steps, estimates[step][input]}"),
+    col("reference_sweep", Kind::Str, "the reference's central differences, JSON {steps, estimates[step][input], rounding[step][input] (the estimate's rounding bound eps max|L| / (2 delta))}"),
     col("reference_uncertainty_rel", Kind::F64, "largest relative disagreement of the selected neighbouring FD steps over the inputs"),
     col("grad_max_rel_error", Kind::F64, "max_i |g_i - r_i| / max(|r_i|, 1e-6 max|r|)"),
     col("grad_norm_rel_error", Kind::F64, "||g - r|| / ||r||"),

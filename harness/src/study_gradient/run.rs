@@ -219,7 +219,12 @@ fn set_reference(row: &mut Row, r: &Reference) {
         .collect();
     row.set_str(
         "reference_sweep",
-        json!({"steps": r.sweep.steps, "estimates": est}).to_string(),
+        json!({
+            "steps": r.sweep.steps,
+            "estimates": est,
+            "rounding": r.sweep.rounding,
+        })
+        .to_string(),
     );
     row.set_f64("reference_uncertainty_rel", r.max_uncertainty());
 }

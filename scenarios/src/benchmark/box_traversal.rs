@@ -246,7 +246,7 @@ pub const BOX_TRAVERSAL: SceneEntry = SceneEntry {
 
         let (start, target) = p.instance();
         let initial = robot.initial_state(&m, &start, robot.ride_height());
-        // The robot climbs the obstacle's height.
-        Ok(robot.scene(m, initial, p.horizon, target, oz))
+        // The robot climbs the obstacle's height and must end past its far face.
+        Ok(robot.scene(m, initial, p.horizon, target, oz, Some(p.obstacle_x + ox / 2.0)))
     },
 };

@@ -578,7 +578,7 @@ fn build(v: &serde_json::Value) -> Result<Scene, SceneError> {
         b.maxs.z - b.mins.z
     };
     // The robot may climb the terrain's whole relief.
-    let mut scene = robot.scene(m, initial, p.horizon, target, relief);
+    let mut scene = robot.scene(m, initial, p.horizon, target, relief, None);
     if !p.mesh_file.is_empty() {
         scene.inputs.push(PathBuf::from(&p.mesh_file));
     }

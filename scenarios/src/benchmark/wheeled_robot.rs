@@ -215,7 +215,8 @@ impl WheeledRobot {
     }
 
     /// The scene of this robot on `model` from `initial`, driving towards `target` under the
-    /// default law ([`full_forward`]) for `horizon` s, judged by [`PoseTaskMonitor`].
+    /// default law ([`full_forward`]) for `horizon` s, judged by [`PoseTaskMonitor`] (with
+    /// `obstacle_far_x`, the far face of an obstacle to cross, m world x, if any).
     /// Divergence bounds: the motors add at most twice the kinetic energy at full speed (body
     /// and wheel spin) plus lifting the robot by `climb` m, plus 20 J; no body point faster than
     /// 10 × the top speed (at least 10 m/s).
@@ -226,6 +227,7 @@ impl WheeledRobot {
         horizon: f64,
         target: Pose2,
         climb: f64,
+        obstacle_far_x: Option<f64>,
     ) -> crate::Scene {
         let (total, speed) = (self.total_mass(), self.top_speed());
         crate::Scene {
@@ -237,7 +239,7 @@ impl WheeledRobot {
             speed_bound: 10.0 * speed.max(1.0),
             analytic: vec![],
             task: Some(crate::TaskFactory::new(move |_, s| {
-                Box::new(PoseTaskMonitor::new(target, s))
+                Box::new(PoseTaskMonitor::new(target, s, obstacle_far_x))
             })),
             inputs: Vec::new(),
         }
@@ -399,22 +401,33 @@ pub const TASK_YAW_WEIGHT: f64 = 1.0;
 
 /// The robot scenes' task outcomes, from the final state and the whole run: the task loss
 /// ([`pose_loss`] with [`TASK_YAW_WEIGHT`], m²), success (0/1, [`pose_success`]), the final
-/// horizontal position error (m), the final speed (m/s) and the lowest chassis "up" component
-/// over the run ([`chassis_up`]; below 0 the robot turned over).
+/// horizontal position error (m), the final speed (m/s), the lowest chassis "up" component
+/// over the run ([`chassis_up`]; below 0 the robot turned over), the lowest and highest height
+/// of the chassis origin over the run (m, world z) and, on a scene with an obstacle to cross,
+/// how far the chassis origin ends past the obstacle's far face (m along +x; negative: short
+/// of it). The last three are the inputs of the Ostrich paper's usability test (Appendix, box
+/// traversal: a run is usable when no state is non-finite, the chassis height stays within
+/// [0.05, 2] m, the robot ends at least 0.5 m past the box, and its final position is within
+/// 0.2 m of the finest-timestep run), which the harness's report applies.
 #[derive(Debug, Clone)]
 pub struct PoseTaskMonitor {
     target: Pose2,
     last: State,
     min_up: f64,
+    z_range: (f64, f64),
+    obstacle_far_x: Option<f64>,
 }
 
 impl PoseTaskMonitor {
-    /// A monitor for a run towards `target` from `initial`.
-    pub fn new(target: Pose2, initial: &State) -> Self {
+    /// A monitor for a run towards `target` from `initial`; `obstacle_far_x` (m, world x) is the
+    /// far face of an obstacle the run must cross, `None` without one.
+    pub fn new(target: Pose2, initial: &State, obstacle_far_x: Option<f64>) -> Self {
         Self {
             target,
             last: initial.clone(),
             min_up: chassis_up(initial),
+            z_range: (initial.q[2], initial.q[2]),
+            obstacle_far_x,
         }
     }
 }
@@ -423,13 +436,15 @@ impl crate::TaskMonitor for PoseTaskMonitor {
     fn observe(&mut self, state: &State, _report: &contactlab_solvers::StepReport, _h: f64) {
         self.last.clone_from(state);
         self.min_up = self.min_up.min(chassis_up(state));
+        let z = state.q[2];
+        self.z_range = (self.z_range.0.min(z), self.z_range.1.max(z));
     }
 
     fn outcomes(&self) -> Vec<(&'static str, f64)> {
         let s = &self.last;
         let err = (s.q[0] - self.target.x).hypot(s.q[1] - self.target.y);
         let speed = (s.v[0].powi(2) + s.v[1].powi(2) + s.v[2].powi(2)).sqrt();
-        vec![
+        let mut out = vec![
             ("task_loss_m2", pose_loss(s, &self.target, TASK_YAW_WEIGHT)),
             (
                 "success",
@@ -438,7 +453,13 @@ impl crate::TaskMonitor for PoseTaskMonitor {
             ("position_error_m", err),
             ("final_speed_m_s", speed),
             ("min_chassis_up", self.min_up),
-        ]
+            ("chassis_z_min_m", self.z_range.0),
+            ("chassis_z_max_m", self.z_range.1),
+        ];
+        if let Some(far) = self.obstacle_far_x {
+            out.push(("past_obstacle_m", s.q[0] - far));
+        }
+        out
     }
 }
 

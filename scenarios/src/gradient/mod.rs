@@ -29,7 +29,7 @@
 //!
 //! The reference ([`reference::reference`], DESIGN.md "Gradients are a capability ... central
 //! finite differences in f64 are always available from the harness as the reference"):
-//! central differences over a sweep of relative steps (1e-3 … 1e-8 by default), per input the
+//! central differences over a sweep of relative steps (1e-2 … 1e-8 by default), per input the
 //! step whose estimate agrees best with its neighbour's, that disagreement recorded as the
 //! reference's uncertainty; where no neighbouring pair agrees within the tolerance the
 //! reference is undefined and nothing is scored against it. Finite-difference steps are
