@@ -28,6 +28,11 @@ use contactlab_solvers::{Model, State};
 use nalgebra::DVector;
 use serde_json::json;
 
+/// Entries as `+1.2345e-6`, space separated.
+fn signed_row<'a>(v: impl Iterator<Item = &'a f64>) -> String {
+    v.map(|x| format!("{x:+.4e}")).collect::<Vec<_>>().join(" ")
+}
+
 fn knots(p: &ControlProblem) -> Vec<f64> {
     (0..p.len())
         .map(|i| 1.6 + 0.2 * (i as f64 * 0.7).sin())
@@ -381,13 +386,7 @@ fn main() {
                     }
                 }
             }
-            println!(
-                "du (IFT, min-norm): {}",
-                du.iter()
-                    .map(|x| format!("{x:+.4e}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+            println!("du (IFT, min-norm): {}", signed_row(du.iter()));
             let fd = (step_map(&tight, &p.model, &st, p.h, i, 1e-6)
                 - step_map(&tight, &p.model, &st, p.h, i, -1e-6))
                 / 2e-6;
@@ -398,28 +397,16 @@ fn main() {
                 let fm = (&f0 - step_map(&tight, &p.model, &st, p.h, i, -h1)) / h1;
                 println!(
                     "dv (FD +{h1:.0e}):      {}",
-                    fp.rows(nq, p.model.nv)
-                        .iter()
-                        .map(|x| format!("{x:+.4e}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
+                    signed_row(fp.rows(nq, p.model.nv).iter())
                 );
                 println!(
                     "dv (FD -{h1:.0e}):      {}",
-                    fm.rows(nq, p.model.nv)
-                        .iter()
-                        .map(|x| format!("{x:+.4e}"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
+                    signed_row(fm.rows(nq, p.model.nv).iter())
                 );
             }
             println!(
                 "dv (FD 1e-6):       {}",
-                fd.rows(nq, p.model.nv)
-                    .iter()
-                    .map(|x| format!("{x:+.4e}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                signed_row(fd.rows(nq, p.model.nv).iter())
             );
         }
         "contacts" => {

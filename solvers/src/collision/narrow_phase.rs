@@ -183,17 +183,7 @@ fn cylinder_box_pair(
     let Some(candidates) = cylinder_box(&cyl, &cub, material.margin + material.gap) else {
         return false;
     };
-    let bodies = [model.geoms[g0].body, model.geoms[g1].body];
-    for (point, n, gap) in candidates {
-        out.push(Contact {
-            geoms: [g0, g1],
-            bodies,
-            point,
-            frame: contact_frame(&n),
-            gap,
-            material: *material,
-        });
-    }
+    push_candidates(model, g0, g1, material, candidates, out);
     true
 }
 
@@ -238,6 +228,20 @@ fn mujoco_plane_pair(
         ),
         _ => return false,
     };
+    push_candidates(model, g0, g1, material, candidates, out);
+    true
+}
+
+/// Append closed-form candidates `(point, normal from g0 into g1, gap)` as contacts of the
+/// pair `(g0, g1)` with material `material`.
+fn push_candidates(
+    model: &Model,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    candidates: Vec<super::plane_primitives::Candidate>,
+    out: &mut Vec<Contact>,
+) {
     let bodies = [model.geoms[g0].body, model.geoms[g1].body];
     for (point, n, gap) in candidates {
         out.push(Contact {
@@ -249,5 +253,4 @@ fn mujoco_plane_pair(
             material: *material,
         });
     }
-    true
 }
