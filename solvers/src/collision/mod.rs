@@ -12,12 +12,14 @@
 //! Pieces, one file each: [`shapes`] (GeomShape → parry shapes, built once in
 //! [`crate::model::Model::new`]), [`broad_phase`] (filters, pair order, bounding boxes),
 //! [`narrow_phase`] (parry manifolds → contacts), [`height_field`] (height fields as solids),
+//! [`cylinder_box`] (a cylinder's tread on a box, in closed form),
 //! [`frame`] (`mju_makeFrame`), [`mixing`]
 //! (material mixing).
 
 use nalgebra::Matrix3;
 
 pub mod broad_phase;
+pub mod cylinder_box;
 pub mod frame;
 pub mod height_field;
 pub mod mixing;

@@ -41,6 +41,11 @@
 //! exception: each triangle is a solid, collided as a plane over its prism
 //! ([`super::height_field`]), since parry's two-sided triangles flip the normal of a body that
 //! sinks past the surface.
+//! Cylinder–box is the third: where the box lies against the cylinder's lateral surface the
+//! pair is collided in closed form ([`super::cylinder_box`]: two points at the ends of the
+//! tread), since parry's GJK-based manifold for it changes its point count and moves its
+//! points along the tread under pose perturbations of 1e-10 m (issue 13); outside that domain
+//! (a cap facing the box, deep penetration) parry's manifold is used.
 //!
 //! A pair parry does not support (e.g. height field–height field) gives no contacts; it is not
 //! an error.
@@ -74,6 +79,7 @@ pub fn collide_pair(
 ) {
     if mujoco_plane_pair(model, kin, g0, g1, material, out)
         || super::height_field::height_field_pair(model, kin, g0, g1, material, out)
+        || cylinder_box_pair(model, kin, g0, g1, material, out)
     {
         return;
     }
@@ -136,6 +142,51 @@ pub fn collide_pair(
     }
 }
 
+/// Cylinder–box in closed form ([`super::cylinder_box`]) where the closed form applies.
+/// Returns false (parry decides) for every other pair and outside the closed form's domain.
+fn cylinder_box_pair(
+    model: &Model,
+    kin: &Kinematics,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    out: &mut Vec<Contact>,
+) -> bool {
+    use super::cylinder_box::{cylinder_box, Cuboid, Cylinder};
+    use crate::geometry::GeomShape;
+    let (
+        GeomShape::Cylinder {
+            radius,
+            half_length,
+        },
+        GeomShape::Box { half },
+    ) = (&model.geoms[g0].shape, &model.geoms[g1].shape)
+    else {
+        return false;
+    };
+    let cyl = Cylinder {
+        center: kin.geom_xpos[g0],
+        quat: kin.geom_xquat[g0],
+        radius: *radius,
+        half_length: *half_length,
+    };
+    let cub = Cuboid {
+        center: kin.geom_xpos[g1],
+        quat: kin.geom_xquat[g1],
+        half: *half,
+    };
+    let finite =
+        |v: &Vec3, q: &crate::model::Quat| v.iter().chain(q.coords.iter()).all(|x| x.is_finite());
+    if !(finite(&cyl.center, &cyl.quat) && finite(&cub.center, &cub.quat)) {
+        return true;
+    }
+    let Some(candidates) = cylinder_box(&cyl, &cub, material.margin + material.gap) else {
+        return false;
+    };
+    push_candidates(model, g0, g1, material, candidates, out);
+    true
+}
+
 /// Plane–sphere and plane–box with MuJoCo's arithmetic ([`super::plane_primitives`]).
 /// Returns false for every other pair.
 fn mujoco_plane_pair(
@@ -177,6 +228,20 @@ fn mujoco_plane_pair(
         ),
         _ => return false,
     };
+    push_candidates(model, g0, g1, material, candidates, out);
+    true
+}
+
+/// Append closed-form candidates `(point, normal from g0 into g1, gap)` as contacts of the
+/// pair `(g0, g1)` with material `material`.
+fn push_candidates(
+    model: &Model,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    candidates: Vec<super::plane_primitives::Candidate>,
+    out: &mut Vec<Contact>,
+) {
     let bodies = [model.geoms[g0].body, model.geoms[g1].body];
     for (point, n, gap) in candidates {
         out.push(Contact {
@@ -188,5 +253,4 @@ fn mujoco_plane_pair(
             material: *material,
         });
     }
-    true
 }

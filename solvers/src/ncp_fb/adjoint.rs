@@ -44,6 +44,52 @@
 //! [`Gradient::one_sided`]; where neither side keeps it the input's term is dropped and counted
 //! in [`Gradient::dropped`]. The active set is otherwise the forward solution's (spec §2.6).
 //!
+//! # Through box_traversal's box crossing (issue 13): what the measurements show
+//!
+//! Measured with `scenarios/examples/crossing_diag.rs` on the nominal instance, h = 50 ms,
+//! the knots of `scenarios/tests/ncp_fb_crossing_gradient.rs` (120 steps; the wheels meet the
+//! box at step 27, the rear wheel leaves it at step 76).
+//!
+//! 1. **The wheel–box contact geometry was not a function of the pose (fixed).** parry's
+//!    cylinder–box manifolds (GJK plus feature clipping, see [`crate::collision::cylinder_box`])
+//!    changed under perturbations of the chassis x as small as 1e-10 m: the number of
+//!    wheel–box points (1 to 3 per wheel, the GJK point merged or not) changed within
+//!    δ ≤ 1e-4 m at 14 of the 77 steps with a wheel–box contact, points jumped along the tread
+//!    (|Δpoint|/2δ up to 1e8, a jump of the whole 0.1 m tread), and the normals' difference
+//!    quotients grew like 1/δ (|Δn|/2δ = 1.4e4 at δ = 1e-10: noise ~3e-6). The assembly's
+//!    central differences ([`ASSEMBLY_STEP`]) then differentiated noise and dropped inputs
+//!    whose perturbation changed the point count: exact adjoint entries of 1e7–1e8 for the
+//!    knots before and during the crossing. With the closed-form cylinder–box contact (two
+//!    points per wheel, [`crate::collision::cylinder_box`]) the same quotients agree to 5
+//!    digits from δ = 1e-4 to 1e-10 at every step and the point count never changes; the
+//!    crossing gradient's exact adjoint went from max relative error 1.00, cosine 0.15 to
+//!    0.83, 0.90 against FD with the default solver, and 0.17, 0.9987 with the tight solver
+//!    (`TIGHT_NCP_FB`: FD at δ = 1e-3 within 1–4 % of the adjoint on every knot).
+//! 2. **The step map has kinks where sticking contacts are overdetermined (a property of the
+//!    discrete dynamics, not of the adjoint).** With the three wheels' six points all
+//!    sticking (steps 42–56: front wheels on the box top, rear on the ground), A has 10
+//!    singular values below 2e-15 σ_max (internal forces: 4 exactly zero among the sticking
+//!    friction rows, 6 from the normal rows, fixed only by the FB smoothing) and the others
+//!    above 2e-3 σ_max. A perturbation of the chassis roll (q[4]) moves the linearized system's
+//!    right-hand side out of the range of A: at step 56 the min-norm least-squares solution of
+//!    the forward sensitivity `A dp = rhs` leaves a relative residual of 1.5e-2 (components
+//!    up to 0.34 along left-null vectors): no sticking response exists, and the solver's
+//!    answer lets contacts slide, differently for each sign. The one-sided derivatives of the
+//!    step map differ and are stable from δ = 1e-5 to 1e-7: d(rear wheel rate)/dq[4] = −0.854
+//!    forward, +0.468 backward (central FD −0.193; the adjoint's min-norm element 4e-9);
+//!    d(left front wheel rate)/dq[4] = 5.59 vs 4.14 (adjoint 4.95). So the one-step Jacobian
+//!    does not exist at those states, for the roll and yaw inputs; the exact adjoint returns
+//!    one element of the generalized Jacobian (min-norm multipliers), central FD the average
+//!    of the one-sided slopes.
+//! 3. **Finite differences of the whole rollout still do not settle below δ ≈ 1e-4** (rad/s on a
+//!    knot) for the knots before and during the crossing: with the tight solver the final x
+//!    moves by ~1e-5 m under knot perturbations of 1e-7 (difference quotients of ±100), while
+//!    knots after the crossing agree with the adjoint to 5 digits at every δ. The kinks of
+//!    item 2 bound the quotients by the Lipschitz constant, so these jumps come from elsewhere:
+//!    the forward solves that end unconverged in the perturbed rollouts (3 of 120 steps
+//!    unconverged at the nominal knots with `TIGHT_NCP_FB`) are the remaining candidate, not
+//!    yet measured per rollout.
+//!
 //! # Memory
 //!
 //! The forward pass stores, per step, q⁻, v⁻, the controls, the converged impulses and
