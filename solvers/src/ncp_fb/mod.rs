@@ -213,7 +213,11 @@
 //! Armijo search and 16 iterations); mesh_terrain (10 s) at 50, 20, 5 ms: 0.5, 0, 0 %. Each
 //! alone was not enough: pass 1 alone 1.7, 0, 1.3, 1.2, 1.7, 4.6, 4.1 %; pass 2 alone (16
 //! iterations) 6.7 % at 50 ms and 8.7 % at 5 ms; both with 16 iterations 1.7, 0, 1.0, 1.2,
-//! 0.7, 3.0, 2.0 %.
+//! 0.7, 3.0, 2.0 %. With the closed-form wheel–box contact ([`crate::collision::cylinder_box`],
+//! always two points per wheel on the box, where parry's manifold gave 1 to 3 that moved along
+//! the tread under 1e-10 m pose changes) the same box_traversal runs have no unconverged step
+//! at any of these timesteps, with 5.0–9.2 mean and 7–439 largest Newton iterations per step;
+//! mesh_terrain (no box) is unchanged.
 //!
 //! Tried and not kept (same scene): Levenberg–Marquardt directions on stalls,
 //! `(AᵀA + μ D²) d = −Aᵀr` with μ = ‖r‖∞ (Fan & Yuan 2005): 23 % at 50 ms; the proximal-point
