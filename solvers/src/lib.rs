@@ -12,6 +12,8 @@
 #![deny(missing_docs)]
 
 pub mod actuation;
+#[cfg(feature = "burn")]
+pub mod batched;
 pub mod collision;
 pub mod compiled;
 pub mod constraint;
