@@ -249,12 +249,19 @@ pub fn check(name: &str, formulation: &str, model: &Model) -> Result<(), EngineE
         element,
     })?;
     if !e.built {
-        return Err(EngineError::NotBuilt {
-            engine: e.name,
-            feature: e.feature.unwrap_or(""),
-        });
+        return Err(e.not_built());
     }
     Ok(())
+}
+
+impl EngineEntry {
+    /// The error for this engine in a build without its feature.
+    pub fn not_built(&self) -> EngineError {
+        EngineError::NotBuilt {
+            engine: self.name,
+            feature: self.feature.unwrap_or(""),
+        }
+    }
 }
 
 /// The scene class the batched engines run (issue 15, part 1): the `penalty` formulation on

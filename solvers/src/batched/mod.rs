@@ -294,12 +294,6 @@ pub fn stepper(
             worlds,
             Default::default(),
         ))),
-        other => {
-            let e = crate::engine::find(other)?;
-            Err(EngineError::NotBuilt {
-                engine: e.name,
-                feature: e.feature.unwrap_or(""),
-            })
-        }
+        other => Err(crate::engine::find(other)?.not_built()),
     }
 }
