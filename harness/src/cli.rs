@@ -120,6 +120,10 @@ struct SimulateArgs {
     /// Formulation registry name.
     #[arg(long)]
     formulation: String,
+    /// Where to run: cpu (default), burn-ndarray, burn-wgpu or burn-cuda (the burn engines
+    /// need the build features `burn`, `wgpu`, `cuda`).
+    #[arg(long, default_value = "cpu")]
+    engine: String,
     /// A formulation parameter, KEY=VALUE (repeatable).
     #[arg(long = "param", value_name = "KEY=VALUE")]
     param: Vec<String>,
@@ -226,8 +230,12 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     let dir = opts.dir.clone();
     let s = runner::run(&plan, catalog, &opts)
         .with_context(|| format!("writing results to {}", dir.display()))?;
+    let skipped = match s.skipped {
+        0 => String::new(),
+        n => format!(", {n} skipped"),
+    };
     println!(
-        "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed",
+        "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed{skipped}",
         plan.config.name, s.total, s.resumed, s.ran, s.ok, s.diverged, s.failed
     );
     println!("results: {}", dir.display());
@@ -342,9 +350,11 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     let scene = catalog
         .build_scene(scene_name, &scene_params)
         .map_err(InputError)?;
+    let fparams = params(&a.param, "--param")?;
     let mut f = catalog
-        .build_formulation(&a.formulation, &params(&a.param, "--param")?)
+        .build_formulation(&a.formulation, &fparams)
         .map_err(InputError)?;
+    contactlab_solvers::engine::find(&a.engine).map_err(|e| InputError(e.to_string()))?;
     let h = a.timestep.unwrap_or(scene.model.options.timestep);
     let horizon = a.horizon.unwrap_or(scene.horizon);
     if !(h.is_finite() && h > 0.0) {
@@ -366,8 +376,23 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let ignored = contactlab_solvers::features::joined(&f.ignored_features(&scene.model));
-    let out = runner::rollout(&scene, f.as_mut(), h, horizon, None, true);
+    let (ignored, out) = if a.engine == "cpu" {
+        let ignored = contactlab_solvers::features::joined(&f.ignored_features(&scene.model));
+        (ignored, runner::rollout(&scene, f.as_mut(), h, horizon, None, true))
+    } else {
+        let mut stepper = contactlab_solvers::engine::batched_stepper(
+            &a.engine,
+            &a.formulation,
+            &fparams,
+            &scene.model,
+            &scene.initial,
+            1,
+        )
+        .map_err(|e| InputError(e.to_string()))?;
+        let ignored = contactlab_solvers::features::joined(&stepper.ignored_features());
+        let out = runner::rollout_worlds(&scene, stepper.as_mut(), h, horizon, None, true);
+        (ignored, out)
+    };
     let log = out.log.expect("rollout keeps the log when asked");
     log.write(&a.out)?;
     let ignored = if ignored.is_empty() {
@@ -420,6 +445,14 @@ fn cmd_list(catalog: &Catalog) {
     for e in &catalog.scenes {
         println!("  {:<16} {}", e.name, e.description);
         print_params(e.params);
+    }
+    println!("\nENGINES (`engine:` in experiments, `simulate --engine`)");
+    for e in contactlab_solvers::engine::ENGINES {
+        let built = match (e.built, e.feature) {
+            (true, _) | (_, None) => String::new(),
+            (false, Some(f)) => format!(" (not in this build: feature `{f}`)"),
+        };
+        println!("  {:<16} {}{built}", e.name, e.description);
     }
     println!(
         "\nMETRICS (columns of runs.parquet; the suffix is the unit: _m, _s, _j, _ns = N s, _rad)"

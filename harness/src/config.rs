@@ -71,7 +71,8 @@ pub struct ExperimentConfig {
     /// Formulations, each a name with its parameters beside it; the same formulation may appear
     /// several times with different parameters and distinct labels.
     pub formulations: Vec<FormulationSpec>,
-    /// Sweep axes: `timestep` (s), `seed`, `scene.<param>`, `formulation.<param>`; each a list.
+    /// Sweep axes: `timestep` (s), `seed`, `engine`, `worlds`, `scene.<param>`,
+    /// `formulation.<param>`; each a list.
     #[serde(default)]
     pub sweep: BTreeMap<String, Vec<serde_json::Value>>,
     /// Simulated time per cell (s); default: each scene's own horizon.
@@ -87,9 +88,14 @@ pub struct ExperimentConfig {
     /// Figures to draw; empty: all kinds.
     #[serde(default)]
     pub figures: Vec<FigureKind>,
-    /// Where formulations execute.
+    /// Where formulations execute (default `cpu`); a sweep axis `engine: [...]` overrides it.
     #[serde(default)]
     pub engine: Engine,
+    /// Independent copies of each cell's scene stepped together (default 1); a sweep axis
+    /// `worlds: [...]` overrides it. Metrics are measured on world 0; `world_steps_per_s`
+    /// counts every world.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worlds: Option<usize>,
     /// Worker threads; `--jobs` overrides; default: the number of cores. At least 1; more
     /// than the machine's cores are clamped to them with a note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,13 +262,33 @@ impl FigureKind {
     }
 }
 
-/// Where formulations execute. Only the `cpu` engine exists in this build.
+/// Where formulations execute (`contactlab_solvers::engine::ENGINES`). Every name parses in
+/// every build; a cell whose engine this build lacks (cargo features `burn`, `wgpu`, `cuda`)
+/// is a `skipped` row that says which feature builds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Engine {
-    /// f64 reference engine, one world per task.
+    /// f64 reference engine, one world per task, rayon across worlds.
     #[default]
     Cpu,
+    /// Batched tensors on burn's ndarray backend (f64).
+    BurnNdarray,
+    /// Batched tensors on burn's wgpu backend (f32).
+    BurnWgpu,
+    /// Batched tensors on burn's CUDA backend (f32).
+    BurnCuda,
+}
+
+impl Engine {
+    /// The registry name (`cpu`, `burn-ndarray`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Cpu => "cpu",
+            Engine::BurnNdarray => "burn-ndarray",
+            Engine::BurnWgpu => "burn-wgpu",
+            Engine::BurnCuda => "burn-cuda",
+        }
+    }
 }
 
 /// The text of the default experiment, `configs/quickstart.yaml`, embedded in the binary.

@@ -58,7 +58,8 @@ fn nonconverged_share(rows: &[&Row]) -> f64 {
 /// Derive [`Limits`] for every (scene, label) in `rows`.
 pub fn limits(rows: &[Row], threshold: f64) -> Vec<Limits> {
     let mut groups: BTreeMap<(String, String), BTreeMap<u64, Vec<&Row>>> = BTreeMap::new();
-    for r in rows {
+    // A skipped cell (its engine cannot run it) says nothing about stability or accuracy.
+    for r in rows.iter().filter(|r| r.str("status") != "skipped") {
         groups
             .entry((r.scene_label().to_string(), r.series()))
             .or_default()
@@ -156,9 +157,13 @@ pub fn render(
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n\n{}\n", cfg.name, cfg.description);
     let count = |st: &str| rows.iter().filter(|r| r.str("status") == st).count();
+    let skipped = match count("skipped") {
+        0 => String::new(),
+        n => format!(", {n} skipped (their engine cannot run them; see the reasons below)"),
+    };
     let _ = writeln!(
         s,
-        "{} cells: {} ok, {} diverged, {} failed.\n",
+        "{} cells: {} ok, {} diverged, {} failed{skipped}.\n",
         rows.len(),
         count("ok"),
         count("diverged"),
@@ -289,7 +294,7 @@ pub fn render(
     }
     let bad: Vec<&Row> = rows.iter().filter(|r| r.str("status") != "ok").collect();
     if !bad.is_empty() {
-        let _ = writeln!(s, "\n### Diverged and failed cells\n\n| scene | formulation | timestep_s | seed | toss | status | reason |\n|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "\n### Diverged, failed and skipped cells\n\n| scene | formulation | timestep_s | seed | toss | status | reason |\n|---|---|---|---|---|---|---|");
         let n_bad = bad.len();
         for r in bad.into_iter().take(MAX_CELL_ROWS) {
             let _ = writeln!(

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use contactlab_scenarios::benchmark::cube_toss::CUBE_EDGE_M;
 use contactlab_scenarios::benchmark::CubeTossParams;
 use contactlab_scenarios::Scene;
+use contactlab_solvers::engine::{CpuStepper, EngineError, Stepper};
 use contactlab_solvers::Formulation;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -61,6 +62,8 @@ pub struct RunSummary {
     pub diverged: usize,
     /// Failed cells.
     pub failed: usize,
+    /// Cells their engine cannot run (rows with the reason).
+    pub skipped: usize,
     /// Cells still unfinished (only with `stop_after`).
     pub remaining: usize,
     /// Why figures or the report could not be drawn (the rows are written regardless).
@@ -194,6 +197,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         ok: count("ok"),
         diverged: count("diverged"),
         failed: count("failed"),
+        skipped: count("skipped"),
         remaining: plan.cells.len() - rows.len(),
         outputs_error,
     })
@@ -382,7 +386,8 @@ pub(crate) fn identity(plan: &Plan, cell: &Cell, threads: usize) -> Row {
         "sweep",
         serde_json::to_string(&cell.sweep).unwrap_or_default(),
     );
-    row.set_str("engine", "cpu");
+    row.set_str("engine", &cell.engine);
+    row.set_u64("worlds", cell.worlds as u64);
     row.set_f64("timestep_s", cell.timestep_s);
     row.set_u64("seed", cell.seed);
     row.set_f64("horizon_s", cell.horizon_s);
@@ -414,7 +419,8 @@ pub fn run_cell(
     let (status, reason) = match outcome {
         Ok(Ok(None)) => ("ok", row.str("reason").to_string()),
         Ok(Ok(Some(why))) => ("diverged", why),
-        Ok(Err(why)) => ("failed", why),
+        Ok(Err(CellError::Skipped(why))) => ("skipped", why),
+        Ok(Err(CellError::Failed(why))) => ("failed", why),
         Err(p) => ("failed", format!("panicked: {}", panic_text(&p))),
     };
     row.set_str("status", status);
@@ -432,7 +438,59 @@ pub fn run_cell(
     row
 }
 
-/// Simulate one cell, filling `row`; `Ok(Some(reason))` if it diverged, `Err` if it failed.
+/// Why a cell did not finish: its engine cannot run it (a `skipped` row naming what the engine
+/// lacks), or it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellError {
+    /// The engine cannot run this cell (`contactlab_solvers::engine::EngineError`).
+    Skipped(String),
+    /// Anything else (bad scene, reference mismatch, I/O).
+    Failed(String),
+}
+
+impl From<String> for CellError {
+    fn from(s: String) -> Self {
+        CellError::Failed(s)
+    }
+}
+
+/// The stepper of a cell: `cell.worlds` copies of the scene on `cell.engine`. The cpu engine
+/// builds its formulations through the catalog (test fakes included); a batched engine that
+/// cannot run the cell gives [`CellError::Skipped`] naming what it lacks.
+///
+/// # Errors
+/// As above; bad formulation parameters are [`CellError::Failed`].
+pub fn cell_stepper(
+    catalog: &Catalog,
+    cell: &Cell,
+    scene: &Scene,
+    initial: &contactlab_solvers::State,
+) -> Result<Box<dyn Stepper>, CellError> {
+    if cell.engine == "cpu" {
+        let s = CpuStepper::new(&scene.model, initial, cell.worlds, || {
+            catalog.build_formulation(&cell.formulation, &cell.formulation_params)
+        })?;
+        return Ok(Box::new(s));
+    }
+    // The parameters are validated by the formulation's own schema first (same messages as
+    // on the cpu engine).
+    catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+    contactlab_solvers::engine::batched_stepper(
+        &cell.engine,
+        &cell.formulation,
+        &cell.formulation_params,
+        &scene.model,
+        initial,
+        cell.worlds,
+    )
+    .map_err(|e| match e {
+        EngineError::Unknown { .. } => CellError::Failed(e.to_string()),
+        other => CellError::Skipped(other.to_string()),
+    })
+}
+
+/// Simulate one cell, filling `row`; `Ok(Some(reason))` if it diverged, `Err` if it was
+/// skipped or failed.
 fn simulate_cell(
     plan: &Plan,
     cell: &Cell,
@@ -440,7 +498,7 @@ fn simulate_cell(
     reference: Option<&RefResult>,
     dir: &Path,
     row: &mut Row,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CellError> {
     let scene = catalog.build_scene(&cell.scene, &cell.scene_params)?;
     let analytic: serde_json::Map<String, serde_json::Value> = scene
         .analytic
@@ -448,10 +506,10 @@ fn simulate_cell(
         .map(|a| (a.name.to_string(), serde_json::json!([a.value, a.formula])))
         .collect();
     row.set_str("analytic", serde_json::Value::Object(analytic).to_string());
-    let mut f = catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+    let mut stepper = cell_stepper(catalog, cell, &scene, &scene.initial)?;
     row.set_str(
         "ignored_features",
-        contactlab_solvers::features::joined(&f.ignored_features(&scene.model)),
+        contactlab_solvers::features::joined(&stepper.ignored_features()),
     );
     let h = cell.timestep_s;
     let reference = match reference {
@@ -463,10 +521,10 @@ fn simulate_cell(
                 t.v.first().map_or(0, |v| v.len()),
             );
             if (nq, nv) != (scene.model.nq, scene.model.nv) {
-                return Err(format!(
+                return Err(CellError::Failed(format!(
                     "the reference trajectory has {nq} qpos and {nv} qvel columns, but scene '{}' has nq = {} and nv = {}",
                     cell.scene, scene.model.nq, scene.model.nv
-                ));
+                )));
             }
             Some(t)
         }
@@ -476,9 +534,9 @@ fn simulate_cell(
         }
         None => None,
     };
-    let out = rollout(
+    let out = rollout_worlds(
         &scene,
-        f.as_mut(),
+        stepper.as_mut(),
         h,
         cell.horizon_s,
         reference,
@@ -503,7 +561,10 @@ fn simulate_cell(
     }
     let wall = out.wall.as_secs_f64();
     row.set_f64("wall_time_s", wall);
-    row.set_f64("steps_per_s", out.acc.steps() as f64 / wall);
+    row.set_f64(
+        "steps_per_s",
+        out.acc.steps() as f64 * stepper.worlds() as f64 / wall,
+    );
     row.set_f64("real_time_factor", out.acc.steps() as f64 * h / wall);
     if let Some(log) = &out.log {
         log.write(&dir.join("steps").join(format!("{}.parquet", cell.id)))
@@ -511,8 +572,7 @@ fn simulate_cell(
     }
     let reanchored = match (reference, &out.diverged) {
         (Some(r), None) => {
-            let mut fresh =
-                catalog.build_formulation(&cell.formulation, &cell.formulation_params)?;
+            let mut fresh = cell_stepper(catalog, cell, &scene, &scene.initial)?;
             reanchored_error(
                 &scene,
                 fresh.as_mut(),
@@ -532,7 +592,7 @@ fn simulate_cell(
 pub struct Rollout {
     /// Measurements.
     pub acc: Accumulator,
-    /// Wall time inside `Formulation::step`.
+    /// Wall time inside the steps (`Stepper::step`).
     pub wall: Duration,
     /// Divergence reason, if a rule fired (the rollout stops there).
     pub diverged: Option<String>,
@@ -542,12 +602,8 @@ pub struct Rollout {
     pub task: Vec<(&'static str, f64)>,
 }
 
-/// Step `f` on `scene` for `horizon` seconds at timestep `h`, measuring as it goes.
-///
-/// Errors against `reference` are taken after every step at the step's time (the reference
-/// interpolated), or, when `reference.samples_only`, only at the reference's sample times
-/// after the initial one: a step whose time is within `h / 2` of the next sample is compared
-/// with that sample (with `h` dividing the sampling interval, exactly at the samples).
+/// Step `f` on `scene` for `horizon` seconds at timestep `h`, measuring as it goes: one world
+/// on the cpu engine ([`rollout_worlds`] with a [`CpuStepper`] of one world).
 pub fn rollout(
     scene: &Scene,
     f: &mut dyn Formulation,
@@ -556,8 +612,79 @@ pub fn rollout(
     reference: Option<&Trajectory>,
     log_steps: bool,
 ) -> Rollout {
+    let mut one = OneWorld {
+        model: &scene.model,
+        f,
+        state: scene.initial.clone(),
+    };
+    rollout_worlds(scene, &mut one, h, horizon, reference, log_steps)
+}
+
+/// A borrowed single-world formulation as a [`Stepper`] (what [`rollout`] steps).
+struct OneWorld<'a> {
+    model: &'a contactlab_solvers::Model,
+    f: &'a mut dyn Formulation,
+    state: contactlab_solvers::State,
+}
+
+impl Stepper for OneWorld<'_> {
+    fn engine(&self) -> &'static str {
+        "cpu"
+    }
+    fn worlds(&self) -> usize {
+        1
+    }
+    fn step(
+        &mut self,
+        controls: &[f64],
+        h: f64,
+        _want_contacts: bool,
+    ) -> Vec<contactlab_solvers::StepReport> {
+        vec![self.f.step(self.model, &mut self.state, controls, h)]
+    }
+    fn read_states(&self) -> Vec<contactlab_solvers::State> {
+        vec![self.state.clone()]
+    }
+    fn write_states(&mut self, states: &[contactlab_solvers::State]) {
+        self.state = states[0].clone();
+    }
+    fn ignored_features(&self) -> Vec<contactlab_solvers::IgnoredFeature> {
+        self.f.ignored_features(self.model)
+    }
+}
+
+/// The controls of every world, row-major `(worlds × nu)`: the scene's control law at each
+/// world's state (zeros without one, and then no state is read back).
+fn world_controls(scene: &Scene, stepper: &dyn Stepper, world0: &contactlab_solvers::State) -> Vec<f64> {
+    let w = stepper.worlds();
+    match &scene.controls {
+        None => vec![0.0; w * scene.model.actuators.len()],
+        Some(_) if w == 1 => scene.controls_at(world0.t, world0),
+        Some(_) => stepper
+            .read_states()
+            .iter()
+            .flat_map(|s| scene.controls_at(s.t, s))
+            .collect(),
+    }
+}
+
+/// Step `stepper` (any engine, any number of worlds, all starting from `scene.initial`) for
+/// `horizon` seconds at timestep `h`, measuring world 0 as it goes.
+///
+/// Errors against `reference` are taken after every step at the step's time (the reference
+/// interpolated), or, when `reference.samples_only`, only at the reference's sample times
+/// after the initial one: a step whose time is within `h / 2` of the next sample is compared
+/// with that sample (with `h` dividing the sampling interval, exactly at the samples).
+pub fn rollout_worlds(
+    scene: &Scene,
+    stepper: &mut dyn Stepper,
+    h: f64,
+    horizon: f64,
+    reference: Option<&Trajectory>,
+    log_steps: bool,
+) -> Rollout {
     let model = &scene.model;
-    let mut state = scene.initial.clone();
+    let mut state = stepper.read_state(0);
     let mut acc = Accumulator::new(scene, &state);
     let mut log = log_steps.then(|| StepLog::new(&state));
     let mut wall = Duration::ZERO;
@@ -566,10 +693,11 @@ pub fn rollout(
     let mut next = reference.map_or(0, |r| r.t.partition_point(|&t| t <= state.t + 0.5 * h));
     let mut task = scene.task.as_ref().map(|t| t.monitor(model, &state));
     for _ in 0..step_count(horizon, h) {
-        let u = scene.controls_at(state.t, &state);
+        let u = world_controls(scene, stepper, &state);
         let t0 = Instant::now();
-        let report = f.step(model, &mut state, &u, h);
+        let report = stepper.step(&u, h, true).swap_remove(0);
         wall += t0.elapsed();
+        state = stepper.read_state(0);
         let why = acc.observe(model, &state, &report);
         if let Some(t) = task.as_mut() {
             t.observe(&state, &report, h);
@@ -612,10 +740,11 @@ pub fn rollout(
     }
 }
 
-/// Mean end-of-window error restarting from the reference state every `window` seconds.
+/// Mean end-of-window error (world 0) restarting every world from the reference state every
+/// `window` seconds.
 fn reanchored_error(
     scene: &Scene,
-    f: &mut dyn Formulation,
+    f: &mut dyn Stepper,
     h: f64,
     horizon: f64,
     window: f64,
@@ -625,10 +754,13 @@ fn reanchored_error(
     let (mut sum, mut n) = (0.0, 0usize);
     let mut t0 = 0.0;
     while t0 + per_window as f64 * h <= horizon + 1e-9 {
-        let Some(mut state) = r.at(t0) else { break };
+        let Some(start) = r.at(t0) else { break };
+        f.write_states(&vec![start.clone(); f.worlds()]);
+        let mut state = start;
         for _ in 0..per_window {
-            let u = scene.controls_at(state.t, &state);
-            f.step(&scene.model, &mut state, &u, h);
+            let u = world_controls(scene, f, &state);
+            f.step(&u, h, false);
+            state = f.read_state(0);
         }
         match r.at(state.t) {
             Some(rs) if state.is_finite() => {

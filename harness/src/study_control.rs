@@ -662,6 +662,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
         ok: count("ok"),
         diverged: 0,
         failed: count("failed"),
+        skipped: 0,
         remaining: plan.cells.len() - rows.len(),
         outputs_error,
     })

@@ -22,6 +22,10 @@ use crate::catalog::Catalog;
 use crate::config::{locate, ConfigError, ExperimentConfig, ReferenceSpec};
 use contactlab_scenarios::limits::{DEFAULT_MAX_STEPS, MAX_CELLS, MAX_TABLE_BYTES};
 
+/// Most worlds one cell may step together (`worlds:`, `sweep.worlds`): 4^8, the throughput
+/// study's largest batch.
+pub const MAX_WORLDS: usize = 65_536;
+
 /// One point of the experiment grid.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
@@ -41,13 +45,18 @@ pub struct Cell {
     pub label: String,
     /// Formulation parameters as passed to the registry (JSON object).
     pub formulation_params: Value,
+    /// Engine registry name (`cpu`, `burn-ndarray`, ...; `contactlab_solvers::engine`).
+    pub engine: String,
+    /// Worlds stepped together (≥ 1): copies of the scene, world 0 measured.
+    pub worlds: usize,
     /// Timestep (s).
     pub timestep_s: f64,
     /// Seed (passed to scenes with a `seed` parameter; recorded always).
     pub seed: u64,
     /// Simulated time (s).
     pub horizon_s: f64,
-    /// Values of the `scene.*` / `formulation.*` axes that apply to this cell.
+    /// Values of the `scene.*` / `formulation.*` axes that apply to this cell, and of the
+    /// `engine` and `worlds` axes when they are swept.
     pub sweep: BTreeMap<String, Value>,
     /// Id of the reference run this cell is compared with (same-formulation references).
     pub reference_id: Option<String>,
@@ -113,6 +122,8 @@ pub fn plan(
     // Sweep axes.
     let mut timesteps: Option<Vec<f64>> = None;
     let mut seeds = vec![0u64];
+    let mut engines: Option<Vec<String>> = None;
+    let mut worlds_axis: Option<Vec<usize>> = None;
     let mut scene_axes: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut formulation_axes: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for (axis, values) in &cfg.sweep {
@@ -142,6 +153,29 @@ pub fn plan(
                         .ok_or_else(|| err(&key, format!("seeds must be integers >= 0; got {v}")))
                 })
                 .collect::<Result<_, _>>()?;
+        } else if axis == "engine" {
+            let mut names = Vec::new();
+            for v in values {
+                match v.as_str().map(contactlab_solvers::engine::find) {
+                    Some(Ok(e)) => names.push(e.name.to_string()),
+                    Some(Err(e)) => return Err(err(&key, e.to_string())),
+                    None => return Err(err(&key, format!("engines are names; got {v}"))),
+                }
+            }
+            engines = Some(names);
+        } else if axis == "worlds" {
+            worlds_axis = Some(
+                values
+                    .iter()
+                    .map(|v| match v.as_u64() {
+                        Some(n) if (1..=MAX_WORLDS as u64).contains(&n) => Ok(n as usize),
+                        _ => Err(err(
+                            &key,
+                            format!("worlds must be integers from 1 to {MAX_WORLDS}; got {v}"),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
+            );
         } else if let Some(p) = axis.strip_prefix("scene.") {
             let used = cfg.scenes.iter().any(|s| {
                 s.params.contains_key(p)
@@ -173,7 +207,7 @@ pub fn plan(
         } else {
             return Err(err(
                 &key,
-                format!("unknown sweep axis '{axis}'; valid: timestep, seed, scene.<parameter>, formulation.<parameter>"),
+                format!("unknown sweep axis '{axis}'; valid: timestep, seed, engine, worlds, scene.<parameter>, formulation.<parameter>"),
             ));
         }
     }
@@ -185,6 +219,18 @@ pub fn plan(
             ));
         }
     }
+    if let Some(w) = cfg.worlds {
+        if !(1..=MAX_WORLDS).contains(&w) {
+            return Err(err(
+                "worlds",
+                format!("must be an integer from 1 to {MAX_WORLDS}; got {w}"),
+            ));
+        }
+    }
+    let engine_swept = engines.is_some();
+    let worlds_swept = worlds_axis.is_some();
+    let engines = engines.unwrap_or_else(|| vec![cfg.engine.as_str().to_string()]);
+    let worlds_list = worlds_axis.unwrap_or_else(|| vec![cfg.worlds.unwrap_or(1)]);
     if cfg.jobs == Some(0) {
         return Err(err("jobs", "must be at least 1".into()));
     }
@@ -319,7 +365,7 @@ pub fn plan(
         &cfg,
         catalog,
         timesteps.as_ref().map_or(1, Vec::len),
-        seeds.len(),
+        seeds.len().saturating_mul(engines.len()).saturating_mul(worlds_list.len()),
         &scene_axes,
         &formulation_axes,
     );
@@ -457,8 +503,13 @@ pub fn plan(
                             .iter()
                             .map(|(k, v)| (format!("formulation.{k}"), v.clone())),
                     );
-                    for &h in &hs {
-                        for &seed in &seeds {
+                    for (engine, worlds, &h, &seed) in engines
+                        .iter()
+                        .flat_map(|e| worlds_list.iter().map(move |&w| (e, w)))
+                        .flat_map(|(e, w)| hs.iter().map(move |h| (e, w, h)))
+                        .flat_map(|(e, w, h)| seeds.iter().map(move |s| (e, w, h, s)))
+                    {
+                        {
                             let mut scene_params = sp.clone();
                             if has_seed {
                                 scene_params.insert("seed".into(), json!(seed));
@@ -481,9 +532,23 @@ pub fn plan(
                                 "log_steps": cfg.log_steps, "reanchor_window": cfg.reanchor_window,
                             });
                             // Only cells that read files get the component: the ids of the
-                            // others stay those of earlier results.
+                            // others stay those of earlier results. Likewise engine and worlds
+                            // enter the id only away from the defaults (cpu, one world).
                             if !inputs.is_empty() {
                                 identity["inputs"] = json!(inputs);
+                            }
+                            if engine != "cpu" {
+                                identity["engine"] = json!(engine);
+                            }
+                            if worlds != 1 {
+                                identity["worlds"] = json!(worlds);
+                            }
+                            let mut sweep = sweep.clone();
+                            if engine_swept {
+                                sweep.insert("engine".into(), json!(engine));
+                            }
+                            if worlds_swept {
+                                sweep.insert("worlds".into(), json!(worlds));
                             }
                             let id = hash_hex(&identity);
                             cells.push(Cell {
@@ -495,10 +560,12 @@ pub fn plan(
                                 formulation: f.name.clone(),
                                 label: f.label().to_string(),
                                 formulation_params: fpv.clone(),
+                                engine: engine.clone(),
+                                worlds,
                                 timestep_s: h,
                                 seed,
                                 horizon_s: horizon,
-                                sweep: sweep.clone(),
+                                sweep,
                                 reference_id,
                                 inputs: inputs.clone(),
                             });

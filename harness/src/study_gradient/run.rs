@@ -160,6 +160,7 @@ pub fn run(
         ok: count("ok"),
         diverged: count("diverged"),
         failed: count("failed"),
+        skipped: count("skipped"),
         remaining: cells.len() - rows.len(),
         outputs_error,
     })
