@@ -1093,7 +1093,9 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
         let e = match k {
             "instances" => serde_yaml_ng::from_value::<u64>(v).err(),
             "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
-            "step_size" | "yaw_weight" | "speed_weight" | "step_decay" => serde_yaml_ng::from_value::<f64>(v).err(),
+            "step_size" | "yaw_weight" | "speed_weight" | "step_decay" => {
+                serde_yaml_ng::from_value::<f64>(v).err()
+            }
             "methods" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
             _ => None,
         };

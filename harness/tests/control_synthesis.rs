@@ -185,7 +185,8 @@ fn objective_weights_change_the_objective_not_the_recorded_task_loss() {
 
 #[test]
 fn bad_speed_weight_and_step_decay_are_errors() {
-    let with = |extra: &str| TINY.replace("step_size: 0.02", &format!("step_size: 0.02\n  {extra}"));
+    let with =
+        |extra: &str| TINY.replace("step_size: 0.02", &format!("step_size: 0.02\n  {extra}"));
     assert_bad(
         &with("speed_weight: -0.5"),
         8,

@@ -13,18 +13,31 @@ fn main() {
         let w: Vec<f64> = a[1..4].iter().map(|x| x.parse().unwrap()).collect();
         let p = ControlProblem::box_traversal(&serde_json::json!({"seed": 0}), 0.05, 10).unwrap();
         let z: Vec<f64> = (0..p.len()).map(|i| w[i % 3]).collect();
-        let f = FormulationChoice { name: "ncp_fb".into(), params: serde_json::Value::Null };
+        let f = FormulationChoice {
+            name: "ncp_fb".into(),
+            params: serde_json::Value::Null,
+        };
         let mut fm = f.build().unwrap();
         let o = simulate(fm.as_mut(), &p, &z);
-        println!("turn {w:?}: final ({:.3},{:.3},{:.1}deg) unconverged {}", o.last.q[0], o.last.q[1], chassis_yaw(&o.last).to_degrees(), o.unconverged_at.len());
+        println!(
+            "turn {w:?}: final ({:.3},{:.3},{:.1}deg) unconverged {}",
+            o.last.q[0],
+            o.last.q[1],
+            chassis_yaw(&o.last).to_degrees(),
+            o.unconverged_at.len()
+        );
         return;
     }
     let yw: f64 = a[0].parse().unwrap();
     let sw: f64 = a[1].parse().unwrap();
-    let f = FormulationChoice { name: "ncp_fb".into(), params: serde_json::Value::Null };
+    let f = FormulationChoice {
+        name: "ncp_fb".into(),
+        params: serde_json::Value::Null,
+    };
     for s in &a[2..] {
         let seed: u64 = s.parse().unwrap();
-        let mut p = ControlProblem::box_traversal(&serde_json::json!({"seed": seed}), 0.05, 10).unwrap();
+        let mut p =
+            ControlProblem::box_traversal(&serde_json::json!({"seed": seed}), 0.05, 10).unwrap();
         p.yaw_weight = yw;
         p.speed_weight = sw;
         let z = p.initial_knots(0.35);
@@ -39,7 +52,11 @@ fn main() {
         let n = g.norm();
         let d: Vec<f64> = g.gradient.iter().map(|x| -x / n).collect();
         let eval = |t: f64| {
-            let zt: Vec<f64> = z.iter().zip(&d).map(|(a, b)| (a + t * b).clamp(-p.bound(), p.bound())).collect();
+            let zt: Vec<f64> = z
+                .iter()
+                .zip(&d)
+                .map(|(a, b)| (a + t * b).clamp(-p.bound(), p.bound()))
+                .collect();
             let mut fm = f.build().unwrap();
             let o = simulate(fm.as_mut(), &p, &zt);
             (p.loss(&o.last), o.last)
@@ -49,7 +66,13 @@ fn main() {
         println!("  directional derivative: adjoint {:.5} fd {:.5}", -n, fd);
         for t in [0.03, 0.1, 0.3, 0.6, 1.0, 2.0, 3.0] {
             let (o, last) = eval(t);
-            println!("  t {t}: obj {o:.4} final ({:.3},{:.3},{:.1}deg) v {:.3}", last.q[0], last.q[1], chassis_yaw(&last).to_degrees(), final_speed(&last));
+            println!(
+                "  t {t}: obj {o:.4} final ({:.3},{:.3},{:.1}deg) v {:.3}",
+                last.q[0],
+                last.q[1],
+                chassis_yaw(&last).to_degrees(),
+                final_speed(&last)
+            );
         }
     }
 }
