@@ -786,8 +786,8 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
     if let StudySpec::ControlSynthesis(spec) = &cfg.study {
         let _ = writeln!(
             s,
-            "Control synthesis: Adam (Kingma & Ba 2015) on the task loss, at most {} updates of step size {} rad/s, {} knots per wheel; success: within 0.2 m of the target and below 0.3 m/s.\n",
-            spec.iterations, spec.step_size, spec.knots
+            "Control synthesis: Adam (Kingma & Ba 2015) on the objective (task loss with yaw weight {} m^2/rad^2, plus {} s^2 x final speed^2), at most {} updates, step size {} rad/s times {} per update, {} knots per wheel; success: within 0.2 m of the target and below 0.3 m/s. Losses below are the scene's task loss (yaw weight 1).\n",
+            spec.yaw_weight, spec.speed_weight, spec.iterations, spec.step_size, spec.step_decay, spec.knots
         );
     }
     s += "## Success rate\n\n";
