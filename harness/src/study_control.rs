@@ -7,7 +7,10 @@
 //!   instances: 50          # seeds 1..=instances (box_traversal's random instances)
 //!   methods: [adjoint, adjoint_lagged]
 //!   iterations: 50         # Adam updates at most; stops early at success
-//!   step_size: 0.1         # Adam's alpha (rad/s)
+//!   step_size: 0.1         # Adam's alpha of the first update (rad/s)
+//!   step_decay: 1.0        # alpha's factor per update, (0, 1]; 1: constant
+//!   yaw_weight: 1.0        # objective's yaw weight (m^2/rad^2); default the task loss's
+//!   speed_weight: 0.0      # objective's weight of the squared final speed (s^2)
 //!   knots: 10              # spline knots per wheel
 //! scenes: [{name: box_traversal}]
 //! formulations: [{name: ncp_fb}]
@@ -69,6 +72,17 @@ pub struct ControlSynthesisSpec {
     /// the position alone, which is all that success asks for.
     #[serde(default = "default_yaw_weight")]
     pub yaw_weight: f64,
+    /// Weight of the squared final chassis speed in the synthesis objective (s², ≥ 0).
+    /// Default 0. The rows still record the scene's task loss and success.
+    #[serde(default)]
+    pub speed_weight: f64,
+    /// Factor (0, 1] applied to Adam's step size after every update. Default 1 (constant).
+    #[serde(default = "default_step_decay")]
+    pub step_decay: f64,
+}
+
+fn default_step_decay() -> f64 {
+    1.0
 }
 
 fn default_instances() -> u64 {
@@ -175,6 +189,24 @@ pub fn plan(
             format!(
                 "must be a finite number >= 0 (m^2/rad^2); got {}",
                 spec.yaw_weight
+            ),
+        ));
+    }
+    if !(spec.speed_weight.is_finite() && spec.speed_weight >= 0.0) {
+        return Err(err(
+            "study.speed_weight",
+            format!(
+                "must be a finite number >= 0 (s^2); got {}",
+                spec.speed_weight
+            ),
+        ));
+    }
+    if !(spec.step_decay.is_finite() && spec.step_decay > 0.0 && spec.step_decay <= 1.0) {
+        return Err(err(
+            "study.step_decay",
+            format!(
+                "must be a number in (0, 1] (factor per Adam update); got {}",
+                spec.step_decay
             ),
         ));
     }
@@ -290,6 +322,7 @@ pub fn plan(
                             "formulation": f.name, "formulation_params": params, "label": f.label(),
                             "method": m.name(), "timestep": h, "iterations": spec.iterations,
                             "step_size": spec.step_size, "knots": spec.knots, "yaw_weight": spec.yaw_weight,
+                            "speed_weight": spec.speed_weight, "step_decay": spec.step_decay,
                         }));
                         cells.push(ControlCell {
                             id,
@@ -378,7 +411,22 @@ pub const COLUMNS: &[ColumnDef] = &[
     ),
     c("knots", Kind::U64, "spline knots per wheel"),
     c("iteration_budget", Kind::U64, "most Adam updates"),
-    c("step_size", Kind::F64, "Adam step size alpha (rad/s)"),
+    c("step_size", Kind::F64, "Adam step size alpha of the first update (rad/s)"),
+    c(
+        "step_decay",
+        Kind::F64,
+        "factor applied to alpha after every Adam update (1: constant)",
+    ),
+    c(
+        "yaw_weight",
+        Kind::F64,
+        "yaw weight of the synthesis objective (m^2/rad^2)",
+    ),
+    c(
+        "speed_weight",
+        Kind::F64,
+        "weight of the squared final speed in the synthesis objective (s^2)",
+    ),
     c(
         "success",
         Kind::U64,
@@ -443,6 +491,11 @@ pub const COLUMNS: &[ColumnDef] = &[
         "task loss of every evaluated iterate, iterate 0 first (JSON array, m^2)",
     ),
     c(
+        "objective_curve",
+        Kind::Str,
+        "synthesis objective (task loss with yaw_weight, plus speed_weight x final speed^2) of every evaluated iterate (JSON array, m^2)",
+    ),
+    c(
         "peak_rss_mib",
         Kind::F64,
         "process peak resident memory when the cell finished (MiB; process-wide)",
@@ -471,6 +524,9 @@ fn identity(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
     r.set_u64("knots", plan.spec.knots as u64);
     r.set_u64("iteration_budget", plan.spec.iterations as u64);
     r.set_f64("step_size", plan.spec.step_size);
+    r.set_f64("step_decay", plan.spec.step_decay);
+    r.set_f64("yaw_weight", plan.spec.yaw_weight);
+    r.set_f64("speed_weight", plan.spec.speed_weight);
     r
 }
 
@@ -505,6 +561,7 @@ fn synthesize_cell(
     let mut p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
         .map_err(|e| e.to_string())?;
     p.yaw_weight = plan.spec.yaw_weight;
+    p.speed_weight = plan.spec.speed_weight;
     row.set_f64("horizon_s", p.horizon);
     row.set_u64("steps", p.steps as u64);
     let radius = cell
@@ -521,7 +578,10 @@ fn synthesize_cell(
         cell.method,
         &z0,
         plan.spec.iterations,
-        plan.spec.step_size,
+        cs::Schedule {
+            step_size: plan.spec.step_size,
+            step_decay: plan.spec.step_decay,
+        },
     )?;
     row.set_u64("success", u64::from(s.success()));
     row.set_f64(
@@ -565,6 +625,8 @@ fn synthesize_cell(
     row.set_f64("wall_time_per_iteration_s", s.wall_per_iteration_s());
     let curve: Vec<Value> = s.losses.iter().map(|&l| json!(l)).collect();
     row.set_str("loss_curve", Value::Array(curve).to_string());
+    let objective: Vec<Value> = s.objectives.iter().map(|&l| json!(l)).collect();
+    row.set_str("objective_curve", Value::Array(objective).to_string());
     Ok(s.stopped)
 }
 
@@ -725,8 +787,8 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
     if let StudySpec::ControlSynthesis(spec) = &cfg.study {
         let _ = writeln!(
             s,
-            "Control synthesis: Adam (Kingma & Ba 2015) on the task loss, at most {} updates of step size {} rad/s, {} knots per wheel; success: within 0.2 m of the target and below 0.3 m/s.\n",
-            spec.iterations, spec.step_size, spec.knots
+            "Control synthesis: Adam (Kingma & Ba 2015) on the objective (task loss with yaw weight {} m^2/rad^2, plus {} s^2 x final speed^2), at most {} updates, step size {} rad/s times {} per update, {} knots per wheel; success: within 0.2 m of the target and below 0.3 m/s. Losses below are the scene's task loss (yaw weight 1).\n",
+            spec.yaw_weight, spec.speed_weight, spec.iterations, spec.step_size, spec.step_decay, spec.knots
         );
     }
     s += "## Success rate\n\n";
@@ -1032,7 +1094,9 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
         let e = match k {
             "instances" => serde_yaml_ng::from_value::<u64>(v).err(),
             "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
-            "step_size" | "yaw_weight" => serde_yaml_ng::from_value::<f64>(v).err(),
+            "step_size" | "yaw_weight" | "speed_weight" | "step_decay" => {
+                serde_yaml_ng::from_value::<f64>(v).err()
+            }
             "methods" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
             _ => None,
         };

@@ -144,3 +144,56 @@ fn unknown_study_key_is_an_error() {
         &["stepsize"],
     );
 }
+
+#[test]
+fn objective_weights_change_the_objective_not_the_recorded_task_loss() {
+    // yaw_weight 0 and speed_weight 2 s^2: the objective of the last iterate is its squared
+    // position error plus 2 x its squared final speed, while loss_curve keeps the scene's task
+    // loss (yaw weight 1).
+    let text = TINY
+        .replace("instances: 2", "instances: 1")
+        .replace("[adjoint, adjoint_lagged, fd_central]", "[adjoint]")
+        .replace(
+            "step_size: 0.02",
+            "step_size: 0.02\n  step_decay: 0.5\n  yaw_weight: 0.0\n  speed_weight: 2.0",
+        );
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("w.yaml"), text).unwrap();
+    let o = contactlab(&["run", "w.yaml", "--jobs", "1"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cells = tmp.path().join("results/clitest/cells");
+    let entry = std::fs::read_dir(cells).unwrap().next().unwrap().unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["step_decay"], 0.5);
+    assert_eq!(r["speed_weight"], 2.0);
+    assert_eq!(r["yaw_weight"], 0.0);
+    let task = curve(&r);
+    let objective: Vec<f64> = serde_json::from_str(r["objective_curve"].as_str().unwrap()).unwrap();
+    assert_eq!(task.len(), objective.len());
+    let (e, v) = (
+        r["final_position_error_m"].as_f64().unwrap(),
+        r["final_speed_m_s"].as_f64().unwrap(),
+    );
+    let want = e * e + 2.0 * v * v;
+    let got = *objective.last().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    assert_eq!(*task.last().unwrap(), r["final_loss_m2"].as_f64().unwrap());
+    assert!(*task.last().unwrap() >= e * e, "{r}");
+}
+
+#[test]
+fn bad_speed_weight_and_step_decay_are_errors() {
+    let with =
+        |extra: &str| TINY.replace("step_size: 0.02", &format!("step_size: 0.02\n  {extra}"));
+    assert_bad(
+        &with("speed_weight: -0.5"),
+        8,
+        &["study.speed_weight", ">= 0", "s^2"],
+    );
+    assert_bad(&with("speed_weight: fast"), 8, &["study.speed_weight"]);
+    assert_bad(&with("step_decay: 0.0"), 8, &["study.step_decay", "(0, 1]"]);
+    assert_bad(&with("step_decay: 1.5"), 8, &["study.step_decay", "(0, 1]"]);
+    assert_bad(&with("step_decay: [0.9]"), 8, &["study.step_decay"]);
+}

@@ -12,9 +12,13 @@
 //! Knots are kept within ±(`wheel_speed` − [`CLAMP_MARGIN`]): inside the actuators' control
 //! clamp, so the clamp never cuts a derivative to zero.
 //!
-//! The loss is the scene's task loss of the final state, [`box_traversal_loss`] with
-//! [`TASK_YAW_WEIGHT`] (m²); success is [`box_traversal_success`] (within 0.2 m of the target,
-//! below 0.3 m/s).
+//! The synthesis objective ([`ControlProblem::loss`], m²) is the pose loss of the final state,
+//! [`box_traversal_loss`] with the problem's `yaw_weight` (default the task loss's
+//! [`TASK_YAW_WEIGHT`]), plus `speed_weight` (s², default 0) times the squared final chassis
+//! speed: success, [`box_traversal_success`], asks for a final position within 0.2 m of the
+//! target *and* a speed below 0.3 m/s, and the pose loss says nothing about the speed. What is
+//! recorded per iterate is the scene's own task loss ([`ControlProblem::task_loss`]: the pose
+//! loss with [`TASK_YAW_WEIGHT`]) and success, whatever the objective's weights.
 //!
 //! # Gradient methods (names shared with the gradient-accuracy study of issue 14)
 //!
@@ -173,8 +177,12 @@ pub struct ControlProblem {
     pub knots: usize,
     /// The control clamp (rad/s).
     pub wheel_speed: f64,
-    /// Yaw weight of the loss (m²/rad²).
+    /// Yaw weight of the synthesis objective (m²/rad²); default the task loss's
+    /// [`TASK_YAW_WEIGHT`].
     pub yaw_weight: f64,
+    /// Weight of the squared final chassis speed in the synthesis objective (s², so that the
+    /// term is in m²); default 0 (the objective is the task loss).
+    pub speed_weight: f64,
 }
 
 /// Steps of length `h` covering `horizon` (a last partial step counts as one).
@@ -217,6 +225,7 @@ impl ControlProblem {
             knots,
             wheel_speed: robot.wheel_speed,
             yaw_weight: TASK_YAW_WEIGHT,
+            speed_weight: 0.0,
         })
     }
 
@@ -292,9 +301,17 @@ impl ControlProblem {
         z
     }
 
-    /// The loss of a final state (m², module doc).
+    /// The synthesis objective of a final state (m², module doc): the pose loss with
+    /// `yaw_weight` plus `speed_weight` times the squared chassis speed `|v[0..3]|²`.
     pub fn loss(&self, s: &State) -> f64 {
         box_traversal_loss(s, &self.target, self.yaw_weight)
+            + self.speed_weight * final_speed(s).powi(2)
+    }
+
+    /// The scene's task loss of a final state (m²): [`box_traversal_loss`] with
+    /// [`TASK_YAW_WEIGHT`], whatever the objective's weights.
+    pub fn task_loss(&self, s: &State) -> f64 {
+        box_traversal_loss(s, &self.target, TASK_YAW_WEIGHT)
     }
 
     /// Success of a final state (module doc).
@@ -319,8 +336,18 @@ impl ControlProblem {
         for i in 0..4 {
             gq[3 + i] = 2.0 * self.yaw_weight * dyaw * (b * da[i] - a * db[i]) / n;
         }
-        (gq, DVector::zeros(s.v.len()))
+        let mut gv = DVector::zeros(s.v.len());
+        for i in 0..3 {
+            gv[i] = 2.0 * self.speed_weight * s.v[i];
+        }
+        (gq, gv)
     }
+}
+
+/// The chassis speed of a state (m/s): the norm of its linear velocity `v[0..3]`, the speed
+/// that [`box_traversal_success`] tests.
+pub fn final_speed(s: &State) -> f64 {
+    (s.v[0].powi(2) + s.v[1].powi(2) + s.v[2].powi(2)).sqrt()
 }
 
 /// A forward rollout's outcome.
@@ -359,8 +386,10 @@ pub fn simulate(f: &mut dyn Formulation, p: &ControlProblem, z: &[f64]) -> Outco
 /// A loss and its gradient with respect to the knots.
 #[derive(Debug, Clone)]
 pub struct KnotGradient {
-    /// Loss of the nominal rollout (m²).
+    /// Objective of the nominal rollout (m², [`ControlProblem::loss`]).
     pub loss: f64,
+    /// The scene's task loss of the nominal rollout (m², [`ControlProblem::task_loss`]).
+    pub task_loss: f64,
     /// dL/dz (K nu, m²/(rad/s)); NaN entries when the rollout diverged.
     pub gradient: Vec<f64>,
     /// Final state of the nominal rollout.
@@ -433,6 +462,7 @@ pub fn gradient(
             let loss = p.loss(&last);
             let base = KnotGradient {
                 loss,
+                task_loss: p.task_loss(&last),
                 gradient: vec![f64::NAN; p.len()],
                 success: p.success(&last),
                 last,
@@ -485,6 +515,7 @@ pub fn gradient(
             }
             Ok(KnotGradient {
                 loss: p.loss(&nominal.last),
+                task_loss: p.task_loss(&nominal.last),
                 success: p.success(&nominal.last),
                 gradient,
                 last: nominal.last,
@@ -543,8 +574,10 @@ impl Adam {
 /// One synthesis's record, one entry per evaluated iterate (iterate 0 is the start).
 #[derive(Debug, Clone, Default)]
 pub struct Synthesis {
-    /// Loss of each evaluated iterate (m²).
+    /// The scene's task loss of each evaluated iterate (m², [`ControlProblem::task_loss`]).
     pub losses: Vec<f64>,
+    /// The objective of each evaluated iterate (m², [`ControlProblem::loss`]).
+    pub objectives: Vec<f64>,
     /// Gradient norm at each iterate where a gradient was taken (every one but an unsuccessful
     /// last; m²/(rad/s)).
     pub gradient_norms: Vec<f64>,
@@ -569,7 +602,7 @@ impl Synthesis {
         self.iterations_to_success.is_some()
     }
 
-    /// Loss of the last evaluated iterate.
+    /// Task loss of the last evaluated iterate.
     pub fn final_loss(&self) -> f64 {
         self.losses.last().copied().unwrap_or(f64::NAN)
     }
@@ -580,7 +613,31 @@ impl Synthesis {
     }
 }
 
-/// Adam on the knots from `z0` for at most `iterations` updates of step size `step_size`,
+/// Adam's step-size schedule: update t (1-based) uses `step_size · step_decay^(t−1)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    /// Step size α of the first update (rad/s).
+    pub step_size: f64,
+    /// Factor (0, 1] applied to α after every update; 1 keeps α constant.
+    pub step_decay: f64,
+}
+
+impl Schedule {
+    /// A constant step size α.
+    pub fn constant(step_size: f64) -> Self {
+        Self {
+            step_size,
+            step_decay: 1.0,
+        }
+    }
+
+    /// The step size of update `t` (1-based).
+    pub fn at(&self, t: usize) -> f64 {
+        self.step_size * self.step_decay.powi(t.saturating_sub(1) as i32)
+    }
+}
+
+/// Adam on the knots from `z0` for at most `iterations` updates with step sizes `schedule`,
 /// stopping at the first iterate whose rollout succeeds. Each iterate costs one
 /// [`gradient`]; the iterate after the last update is only evaluated.
 ///
@@ -592,18 +649,19 @@ pub fn synthesize(
     method: GradientMethod,
     z0: &[f64],
     iterations: usize,
-    step_size: f64,
+    schedule: Schedule,
 ) -> Result<Synthesis, String> {
     let t0 = std::time::Instant::now();
     let mut z = z0.to_vec();
-    let mut adam = Adam::new(z.len(), step_size);
+    let mut adam = Adam::new(z.len(), schedule.step_size);
     let mut out = Synthesis::default();
     let bound = p.bound();
     for it in 0..=iterations {
-        let (loss, success, unconverged, last, g) = if it < iterations {
+        let (loss, task_loss, success, unconverged, last, g) = if it < iterations {
             let g = gradient(p, f, method, &z)?;
             (
                 g.loss,
+                g.task_loss,
                 g.success,
                 g.unconverged_steps(),
                 g.last.clone(),
@@ -614,13 +672,15 @@ pub fn synthesize(
             let o = simulate(fm.as_mut(), p, &z);
             (
                 p.loss(&o.last),
+                p.task_loss(&o.last),
                 p.success(&o.last) && o.diverged.is_none(),
                 o.unconverged_at.len(),
                 o.last,
                 None,
             )
         };
-        out.losses.push(loss);
+        out.losses.push(task_loss);
+        out.objectives.push(loss);
         out.unconverged.push(unconverged);
         out.last = Some(last);
         if let Some(g) = &g {
@@ -638,6 +698,7 @@ pub fn synthesize(
             });
             break;
         }
+        adam.step_size = schedule.at(it + 1);
         adam.step(&mut z, &g.gradient);
         for x in &mut z {
             *x = x.clamp(-bound, bound);
@@ -742,8 +803,13 @@ mod tests {
 
     #[test]
     fn loss_partials_match_finite_differences() {
-        let p = problem();
+        let mut p = problem();
+        p.speed_weight = 0.7;
+        p.yaw_weight = 0.4;
         let mut s = p.initial.clone();
+        s.v[0] = 0.3;
+        s.v[1] = -0.2;
+        s.v[2] = 0.05;
         s.q[0] = 1.3;
         s.q[1] = -0.4;
         let yaw: f64 = 0.7;
@@ -752,7 +818,7 @@ mod tests {
         s.q[4] = 0.05;
         s.q[5] = -0.03;
         s.q[6] = sn;
-        let (gq, _) = p.loss_partials(&s);
+        let (gq, gv) = p.loss_partials(&s);
         for i in 0..7 {
             let d = 1e-6;
             let (mut a, mut b) = (s.clone(), s.clone());
@@ -761,6 +827,17 @@ mod tests {
             let fd = (p.loss(&a) - p.loss(&b)) / (2.0 * d);
             assert!((fd - gq[i]).abs() < 1e-7, "q[{i}]: {} vs {fd}", gq[i]);
         }
+        for i in 0..s.v.len() {
+            let d = 1e-6;
+            let (mut a, mut b) = (s.clone(), s.clone());
+            a.v[i] += d;
+            b.v[i] -= d;
+            let fd = (p.loss(&a) - p.loss(&b)) / (2.0 * d);
+            assert!((fd - gv[i]).abs() < 1e-7, "v[{i}]: {} vs {fd}", gv[i]);
+        }
+        // The task loss ignores both weights.
+        let task = box_traversal_loss(&s, &p.target, TASK_YAW_WEIGHT);
+        assert_eq!(p.task_loss(&s), task);
     }
 
     #[test]
