@@ -298,3 +298,21 @@ fn zero_or_negative_fd_steps_are_errors() {
     );
     assert_bad(&text, 18, &["study.methods[0].steps[0]", "> 0"]);
 }
+
+/// Two equal reference steps "agree" without measuring anything, and a tolerance above 1 would
+/// make every reference defined: both are errors naming their key.
+#[test]
+fn duplicate_reference_steps_and_a_tolerance_above_one_are_errors() {
+    let text = GOOD.replace(
+        "    - fd_central\n",
+        "    - fd_central\n  reference:\n    steps:\n      - 1.0e-2\n      - 1.0e-2\n",
+    );
+    // The line found is the first listing of the step (20; the repeat is on 21).
+    assert_bad(&text, 20, &["study.reference.steps[1]", "listed twice"]);
+    let text = GOOD.replace(
+        "    - fd_central\n",
+        "    - fd_central\n  reference:\n    max_uncertainty: 5.0\n",
+    );
+    // The line found is the enclosing `reference:` one (line 18; the key itself is on 19).
+    assert_bad(&text, 18, &["study.reference.max_uncertainty", "(0, 1]"]);
+}

@@ -421,10 +421,26 @@ pub fn expand(
             "the reference needs at least two steps to compare neighbours".into(),
         ));
     }
-    if !(study.reference.max_uncertainty.is_finite() && study.reference.max_uncertainty > 0.0) {
+    // Two equal steps give equal estimates, which "agree" without measuring anything.
+    for (j, s) in study.reference.steps.iter().enumerate() {
+        if study.reference.steps[..j].contains(s) {
+            return Err(err(
+                &format!("study.reference.steps[{j}]"),
+                format!("step {s:e} is listed twice; neighbouring steps must differ for their agreement to mean anything"),
+            ));
+        }
+    }
+    // Above 1 every disagreement would pass: an undefined reference could never be reported.
+    if !(study.reference.max_uncertainty.is_finite()
+        && study.reference.max_uncertainty > 0.0
+        && study.reference.max_uncertainty <= 1.0)
+    {
         return Err(err(
             "study.reference.max_uncertainty",
-            "must be a finite number > 0".into(),
+            format!(
+                "must be a number in (0, 1] (a relative disagreement); got {}",
+                study.reference.max_uncertainty
+            ),
         ));
     }
     if study.methods.is_empty() {

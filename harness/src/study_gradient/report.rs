@@ -232,6 +232,59 @@ fn fd_step_table(rows: &[Row]) -> String {
     s
 }
 
+/// The `fd_central` method's estimate of the first input at each of its steps (the study's
+/// and the case's `fd_steps`, e.g. box_slide's 5e-5), at the longest horizon and smallest
+/// timestep of each scene and formulation, beside the reference's value: the FD-step curve as
+/// values, where a step that lands on the wrong side of a non-smooth point shows its wrong
+/// value.
+fn fd_method_table(rows: &[Row]) -> String {
+    type Key = (String, String);
+    let mut groups: BTreeMap<Key, Vec<&Row>> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.str("method") == "fd_central" && r.str("status") == "ok")
+    {
+        groups
+            .entry((r.scene_label().to_string(), r.series()))
+            .or_default()
+            .push(r);
+    }
+    let first = |r: &Row, col: &str| -> f64 {
+        serde_json::from_str::<Vec<Option<f64>>>(r.str(col))
+            .ok()
+            .and_then(|v| v.first().copied().flatten())
+            .unwrap_or(f64::NAN)
+    };
+    let mut s = String::from(
+        "| scene | formulation | h (s) | N | input | reference | fd_central by relative step |\n|---|---|---|---|---|---|---|\n",
+    );
+    for ((scene, label), rs) in groups {
+        let key = |r: &Row| (r.u64("horizon_steps"), -r.f64("timestep_s"));
+        let Some(top) = rs.iter().map(|r| key(r)).max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal)) else {
+            continue;
+        };
+        let mut at: Vec<&Row> = rs.iter().copied().filter(|r| key(r) == top).collect();
+        at.sort_by(|a, b| b.f64("fd_step_rel").total_cmp(&a.f64("fd_step_rel")));
+        let input = serde_json::from_str::<Vec<String>>(at[0].str("grad_inputs"))
+            .ok()
+            .and_then(|v| v.first().cloned())
+            .unwrap_or_default();
+        let values: Vec<String> = at
+            .iter()
+            .map(|r| format!("{:e}: {:.8}", r.f64("fd_step_rel"), first(r, "gradient")))
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {scene} | {label} | {} | {} | {input} | {:.8} | {} |",
+            -top.1,
+            top.0,
+            first(at[0], "reference_gradient"),
+            values.join(", ")
+        );
+    }
+    s
+}
+
 fn cell_table(rows: &[Row]) -> String {
     let mut s = String::from("| scene | formulation | h (s) | N | method | FD step | status | max rel. error | norm rel. error | cosine | sign agr. | ref. uncertainty | grad norm | unconverged | wall (ms) | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows.iter().take(MAX_CELL_ROWS) {
@@ -286,9 +339,10 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         rows.len(),
         counts.join(", ")
     );
-    let _ = writeln!(s, "Errors are against the f64 central-difference reference (per input, the FD step whose estimate agrees best with its neighbour's; that disagreement is its uncertainty). max rel. error = max_i |g_i − r_i| / max(|r_i|, 1e-6 max|r|). FD methods at the step closest to {MAIN_FD_STEP:e} here; every step is in the per-cell table and the figures. Unconverged: steps of the nominal rollouts whose solver did not meet its stopping test (there the adjoint is not a derivative).\n");
+    let _ = writeln!(s, "Errors are against the f64 central-difference reference (per input, the FD step whose estimate agrees best with its neighbour's; that disagreement is its uncertainty). max rel. error = max_i |g_i − r_i| / max(|r_i|, 1e-6 max|r|). FD methods at the step closest to {MAIN_FD_STEP:e} here; every step is in runs.csv, the FD-step figures and (values of the first input) the step-curve tables below. Unconverged: steps of the nominal rollouts whose solver did not meet its stopping test (there the adjoint is not a derivative).\n");
     let _ = writeln!(s, "## Main table\n\n{}", main_table(rows));
     let _ = writeln!(s, "## Finite-difference step curves\n\nCentral differences of the first input at each relative step of the reference sweep, at the longest horizon and smallest timestep of each scene and formulation.\n{}", fd_step_table(rows));
+    let _ = writeln!(s, "The `fd_central` method at each of its steps (the study's and the case's `fd_steps`), same cells, beside the reference:\n\n{}", fd_method_table(rows));
     if !figures.is_empty() {
         let _ = writeln!(s, "## Figures\n");
         for f in figures

@@ -43,7 +43,8 @@
 //! With `g` the gradient and `r` the reference (n entries), `F = FLOOR · ‖r‖∞`:
 //! max relative error `max_i |g_i − r_i| / max(|r_i|, F)`; norm relative error
 //! `‖g − r‖₂ / ‖r‖₂`; cosine `g·r / (‖g‖₂ ‖r‖₂)` (1 when both are 0); sign agreement, the share
-//! of entries whose reference is resolved (|r_i| above its uncertainty `d_i max(|r_i|, F)`) and
+//! of entries whose reference is resolved (|r_i| above the floor F and above its uncertainty
+//! `d_i max(|r_i|, F)`) and
 //! whose sign g shares; the gradient's 2-norm; and its non-finite entries.
 
 use std::time::Instant;
@@ -261,7 +262,9 @@ pub fn score(g: &[f64], r: &Reference) -> Score {
         } else {
             max_relative.max(e)
         };
-        if b.abs() > r.uncertainty[i] * b.abs().max(floor) && b != 0.0 {
+        // Resolved: above both the floor (entries at rounding level relative to the largest
+        // carry no sign) and the reference's own uncertainty.
+        if b.abs() > floor && b.abs() > r.uncertainty[i] * b.abs().max(floor) {
             resolved += 1;
             agree += usize::from(a.signum() == b.signum());
         }
