@@ -316,3 +316,17 @@ fn duplicate_reference_steps_and_a_tolerance_above_one_are_errors() {
     // The line found is the enclosing `reference:` one (line 18; the key itself is on 19).
     assert_bad(&text, 18, &["study.reference.max_uncertainty", "(0, 1]"]);
 }
+
+/// Experiment keys a gradient study does not read are errors, not silent no-ops.
+#[test]
+fn settings_without_effect_in_a_gradient_study_are_errors() {
+    for (key, value) in [
+        ("figures", "[error_vs_timestep]"),
+        ("log_steps", "true"),
+        ("horizon", "1.0"),
+        ("accuracy_threshold", "0.1"),
+    ] {
+        let text = format!("{key}: {value}\n{GOOD}");
+        assert_bad(&text, 1, &[key, "no effect in a gradient study"]);
+    }
+}

@@ -366,6 +366,17 @@ fn positive_step(
     }
 }
 
+/// Top-level experiment keys that a gradient study does not read, with what to use instead.
+const IGNORED_TOP_LEVEL: &[(&str, &str)] = &[
+    ("horizon", "horizons come from `study.horizons` (steps) or `study.horizons_s` (s)"),
+    ("reference", "the reference is the study's own FD sweep, `study.reference`"),
+    ("metrics", "the rows carry the gradient metrics; the report's tables are fixed"),
+    ("figures", "the gradient figures (error against horizon, timestep and FD step) are always drawn"),
+    ("log_steps", "gradient rollouts write no per-step logs"),
+    ("accuracy_threshold", "the study scores gradients, not trajectories"),
+    ("reanchor_window", "the study scores gradients, not trajectories"),
+];
+
 /// Validate the study against the grid `cells` of `cfg` and expand it into gradient cells.
 ///
 /// # Errors
@@ -384,6 +395,18 @@ pub fn expand(
         key: key.to_string(),
         message,
     };
+    // Experiment keys a gradient study does not read: given, they would silently do nothing.
+    for (key, why) in IGNORED_TOP_LEVEL {
+        let prefix = format!("{key}:");
+        if let Some(line) = text.lines().position(|l| l.starts_with(&prefix)) {
+            return Err(ConfigError {
+                file: file.to_path_buf(),
+                line: Some(line + 1),
+                key: (*key).to_string(),
+                message: format!("has no effect in a gradient study: {why}"),
+            });
+        }
+    }
     if study.horizons.is_empty()
         && study.horizons_s.is_empty()
         && study.cases.values().all(|c| c.horizons_s.is_empty())
