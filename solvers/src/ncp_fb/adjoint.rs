@@ -87,8 +87,19 @@
 //!    knots after the crossing agree with the adjoint to 5 digits at every δ. The kinks of
 //!    item 2 bound the quotients by the Lipschitz constant, so these jumps come from elsewhere:
 //!    the forward solves that end unconverged in the perturbed rollouts (3 of 120 steps
-//!    unconverged at the nominal knots with `TIGHT_NCP_FB`) are the remaining candidate, not
-//!    yet measured per rollout.
+//!    unconverged at the nominal knots with `TIGHT_NCP_FB`) were the remaining candidate.
+//!    Measured since (`scenarios/examples/crossing_branch.rs`, default solver, every step of
+//!    both perturbed rollouts converged): the jump comes from one step, 73 (t = 3.65 s), where
+//!    the two rollouts, whose states differ by ~3e-7 going in, return two different converged
+//!    solutions (knot 3 ± 1e-7: impulse norms 25.45 and 19.88 N s, residuals 1.9e-11 and
+//!    1.3e-11 m/s, after 36 and 61 Newton iterations; the second from the best iterate of pass
+//!    1, iteration 1), so the state quotient jumps from 2.2e-1 to 5.5e3 (velocity) at that
+//!    step; knots 9 and 15 jump at the same step. The step map is therefore not single-valued
+//!    there: the NCP has more than one solution near those data (several contacts with
+//!    friction), and which one the solver returns depends on its path. No derivative, exact or
+//!    finite-difference, describes such a step; making the forward solution unique (a
+//!    selection such as the minimum-norm or maximal-dissipation impulse, or a strictly convex
+//!    regularization the adjoint then differentiates) is the next step.
 //!
 //! # Memory
 //!
