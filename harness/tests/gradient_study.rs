@@ -330,3 +330,10 @@ fn settings_without_effect_in_a_gradient_study_are_errors() {
         assert_bad(&text, 1, &[key, "no effect in a gradient study"]);
     }
 }
+
+/// A method listed twice would plan every one of its cells twice (same ids, duplicate rows).
+#[test]
+fn a_method_listed_twice_is_an_error() {
+    let text = GOOD.replace("    - fd_central\n", "    - fd_central\n    - fd_central\n");
+    assert_bad(&text, 17, &["study.methods[1]", "listed twice"]);
+}

@@ -259,6 +259,7 @@ pub fn locate_near(text: &str, key: &str) -> Option<usize> {
 }
 
 /// A method entry of `study.methods`, parsed.
+#[derive(PartialEq)]
 struct MethodSpec {
     name: String,
     steps: Option<Vec<f64>>,
@@ -478,6 +479,15 @@ pub fn expand(
         .enumerate()
         .map(|(i, v)| parse_method(v, &format!("study.methods[{i}]"), &err))
         .collect::<Result<Vec<_>, _>>()?;
+    // The same method twice would plan the same cells twice (equal ids, duplicate rows).
+    for (i, s) in specs.iter().enumerate() {
+        if specs[..i].contains(s) {
+            return Err(err(
+                &format!("study.methods[{i}]"),
+                format!("method '{}' is listed twice with the same steps and formulations", s.name),
+            ));
+        }
+    }
     // Explicit requests: each named formulation exists and offers the method.
     for (i, s) in specs.iter().enumerate() {
         for (j, label) in s.formulations.iter().flatten().enumerate() {
