@@ -481,6 +481,12 @@ pub struct Geom {
     pub conaffinity: u32,
     /// Contact material.
     pub material: ContactMaterial,
+    /// Reduce a line contact of this geom to one point (a wheel as a thin disc): when a pair
+    /// with this geom yields several contacts that share one normal (a cylinder's tread along
+    /// a face), they become one contact at their mean point with their smallest gap
+    /// ([`crate::collision::narrow_phase::collide_pair`]). Off by default; not an MJCF
+    /// attribute (MuJoCo keeps every point).
+    pub line_contact_as_point: bool,
 }
 
 impl Geom {
@@ -495,6 +501,7 @@ impl Geom {
             contype: 1,
             conaffinity: 1,
             material: ContactMaterial::default(),
+            line_contact_as_point: false,
         }
     }
 }

@@ -4,7 +4,9 @@
 //! in all); three driven cylinder wheels, radius 0.35 m, width 0.10 m, 5.5 kg, at
 //! (0, ±0.365, 0) m and (−0.75, 0, 0) m in the chassis frame, each on a hinge about its axle
 //! (chassis y) with a MuJoCo-style velocity servo, kv = 250 N m s/rad, commands clamped to
-//! ±`wheel_speed` (2 rad/s).
+//! ±`wheel_speed` (2 rad/s). Each wheel touches each surface at one point: a line contact
+//! along its tread is reduced to its middle (`Geom::line_contact_as_point`), which makes the
+//! robot a tripod whose sticking contacts are statically determinate (issue 13).
 //!
 //! **Frames and coordinates.** The chassis is the first jointed body, on a free joint:
 //! `q[0..3]` is the chassis origin (the front axle midpoint) in the world (m), `q[3..7]` its
@@ -317,6 +319,11 @@ impl WheeledRobot {
             );
             g.quat = axle;
             g.material = material;
+            // One contact point per wheel and surface (a thin disc): two points along the
+            // tread make the three wheels' sticking contacts statically indeterminate, and
+            // then the hard contact's step map is not single-valued (issue 13; measured in
+            // `Geom::line_contact_as_point`'s narrow-phase doc).
+            g.line_contact_as_point = true;
             parts.geoms.push(g);
             parts.actuators.push(Actuator {
                 name: format!("wheel_{label}_servo"),

@@ -77,6 +77,56 @@ pub fn collide_pair(
     material: &MixedMaterial,
     out: &mut Vec<Contact>,
 ) {
+    let start = out.len();
+    collide_pair_points(model, kin, g0, g1, material, out);
+    if model.geoms[g0].line_contact_as_point || model.geoms[g1].line_contact_as_point {
+        merge_line_contact(out, start);
+    }
+}
+
+/// Normals closer than this (1 − cos) count as one line contact's.
+const SAME_NORMAL: f64 = 1e-9;
+
+/// Replace the contacts `out[start..]` of one pair by one at their mean point with their
+/// smallest gap, when there are several and they share one normal (a line contact: a wheel's
+/// tread on a face or along an edge). Why (issue 13): two or more points per wheel make the
+/// sticking contacts of the three-wheeled robot statically indeterminate, and then the hard
+/// contact's step map is not single-valued (two converged NCP solutions for the same data were
+/// measured at one step of the box crossing, `scenarios/examples/crossing_branch.rs`); one
+/// point per wheel makes the robot a tripod. For a level wheel the merged point is the middle
+/// of the tread's span at the exact gap; a wheel tilted by θ about its ground line has its
+/// contact moved by up to half the width towards the middle, with the lower end's gap.
+fn merge_line_contact(out: &mut Vec<Contact>, start: usize) {
+    let group = &out[start..];
+    if group.len() < 2 {
+        return;
+    }
+    let n0 = group[0].normal();
+    if group.iter().any(|c| 1.0 - c.normal().dot(&n0) > SAME_NORMAL) {
+        return;
+    }
+    let count = group.len() as f64;
+    let point = group.iter().map(|c| c.point).sum::<Vec3>() / count;
+    let deepest = group
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.gap.total_cmp(&b.1.gap))
+        .map_or(0, |(i, _)| i);
+    let mut merged = group[deepest].clone();
+    merged.point = point;
+    out.truncate(start);
+    out.push(merged);
+}
+
+/// The contacts of the pair before any line-contact reduction.
+fn collide_pair_points(
+    model: &Model,
+    kin: &Kinematics,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    out: &mut Vec<Contact>,
+) {
     if mujoco_plane_pair(model, kin, g0, g1, material, out)
         || super::height_field::height_field_pair(model, kin, g0, g1, material, out)
         || cylinder_box_pair(model, kin, g0, g1, material, out)
