@@ -378,7 +378,10 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     }
     let (ignored, out) = if a.engine == "cpu" {
         let ignored = contactlab_solvers::features::joined(&f.ignored_features(&scene.model));
-        (ignored, runner::rollout(&scene, f.as_mut(), h, horizon, None, true))
+        (
+            ignored,
+            runner::rollout(&scene, f.as_mut(), h, horizon, None, true),
+        )
     } else {
         let mut stepper = contactlab_solvers::engine::batched_stepper(
             &a.engine,

@@ -655,7 +655,11 @@ impl Stepper for OneWorld<'_> {
 
 /// The controls of every world, row-major `(worlds × nu)`: the scene's control law at each
 /// world's state (zeros without one, and then no state is read back).
-fn world_controls(scene: &Scene, stepper: &dyn Stepper, world0: &contactlab_solvers::State) -> Vec<f64> {
+fn world_controls(
+    scene: &Scene,
+    stepper: &dyn Stepper,
+    world0: &contactlab_solvers::State,
+) -> Vec<f64> {
     let w = stepper.worlds();
     match &scene.controls {
         None => vec![0.0; w * scene.model.actuators.len()],

@@ -365,7 +365,10 @@ pub fn plan(
         &cfg,
         catalog,
         timesteps.as_ref().map_or(1, Vec::len),
-        seeds.len().saturating_mul(engines.len()).saturating_mul(worlds_list.len()),
+        seeds
+            .len()
+            .saturating_mul(engines.len())
+            .saturating_mul(worlds_list.len()),
         &scene_axes,
         &formulation_axes,
     );

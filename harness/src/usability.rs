@@ -101,7 +101,11 @@ pub fn limits(rows: &[Row]) -> Vec<UsableLimit> {
                 if n_ok == cells.len() && usable_s.is_none_or(|(u, _)| h > u) {
                     let steps: u64 = cells.iter().map(|(r, _)| r.u64("steps")).sum();
                     let bad: u64 = cells.iter().map(|(r, _)| r.u64("nonconverged_steps")).sum();
-                    let share = if steps == 0 { f64::NAN } else { bad as f64 / steps as f64 };
+                    let share = if steps == 0 {
+                        f64::NAN
+                    } else {
+                        bad as f64 / steps as f64
+                    };
                     usable_s = Some((h, share));
                 }
             }
@@ -178,14 +182,30 @@ mod tests {
     fn each_condition_of_the_definition_decides() {
         let good = ((0.35, 0.5), 1.2, 0.05);
         assert_eq!(usable(&row(0.01, "ok", good.0, good.1, good.2)), Some(true));
-        assert_eq!(usable(&row(0.01, "diverged", good.0, good.1, good.2)), Some(false));
-        assert_eq!(usable(&row(0.01, "ok", (0.04, 0.5), good.1, good.2)), Some(false));
-        assert_eq!(usable(&row(0.01, "ok", (0.35, 2.1), good.1, good.2)), Some(false));
+        assert_eq!(
+            usable(&row(0.01, "diverged", good.0, good.1, good.2)),
+            Some(false)
+        );
+        assert_eq!(
+            usable(&row(0.01, "ok", (0.04, 0.5), good.1, good.2)),
+            Some(false)
+        );
+        assert_eq!(
+            usable(&row(0.01, "ok", (0.35, 2.1), good.1, good.2)),
+            Some(false)
+        );
         assert_eq!(usable(&row(0.01, "ok", good.0, 0.49, good.2)), Some(false));
         assert_eq!(usable(&row(0.01, "ok", good.0, good.1, 0.21)), Some(false));
-        assert_eq!(usable(&row(0.01, "ok", good.0, good.1, f64::NAN)), None, "no reference");
+        assert_eq!(
+            usable(&row(0.01, "ok", good.0, good.1, f64::NAN)),
+            None,
+            "no reference"
+        );
         let mut flat = row(0.01, "ok", good.0, good.1, good.2);
-        flat.set_str("task", r#"{"chassis_z_min_m": 0.35, "chassis_z_max_m": 0.4}"#);
+        flat.set_str(
+            "task",
+            r#"{"chassis_z_min_m": 0.35, "chassis_z_max_m": 0.4}"#,
+        );
         assert_eq!(usable(&flat), None, "no obstacle to cross");
     }
 
@@ -200,11 +220,18 @@ mod tests {
             row(0.1, "diverged", g, 1.0, 0.1),
         ];
         let l = &limits(&rows)[0];
-        assert_eq!(l.usable_s, Some(0.05), "not a prefix, like the accurate timestep");
+        assert_eq!(
+            l.usable_s,
+            Some(0.05),
+            "not a prefix, like the accurate timestep"
+        );
         assert!((l.nonconverged_at_usable - 0.01).abs() < 1e-15);
         assert_eq!(l.counts[2], (0.02, 0, 1));
         let mut s = String::new();
         write_table(&mut s, &rows);
-        assert!(s.contains("| box_traversal | ncp_fb | 0.05 | 1.0 % |"), "{s}");
+        assert!(
+            s.contains("| box_traversal | ncp_fb | 0.05 | 1.0 % |"),
+            "{s}"
+        );
     }
 }

@@ -73,7 +73,10 @@ fn engine_and_worlds_are_sweep_axes_in_the_id() {
         ("engine: [gpu]", "unknown engine 'gpu'"),
         ("worlds: [0]", "worlds must be integers from 1 to 65536"),
     ] {
-        let bad = BASE.replace("  timestep: [0.002]\n", &format!("  timestep: [0.002]\n  {axis}\n"));
+        let bad = BASE.replace(
+            "  timestep: [0.002]\n",
+            &format!("  timestep: [0.002]\n  {axis}\n"),
+        );
         std::fs::write(&file, &bad).unwrap();
         let (cfg, text) = config::load(&file).unwrap();
         let e = plan(&file, &text, cfg, &Catalog::builtin()).unwrap_err();
@@ -116,7 +119,8 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
             ("burn-ndarray", "soft_convex") => {
                 assert_eq!(status, "skipped");
                 assert!(
-                    r.str("reason").contains("formulation 'soft_convex' is not batched yet"),
+                    r.str("reason")
+                        .contains("formulation 'soft_convex' is not batched yet"),
                     "{}",
                     r.str("reason")
                 );
@@ -124,7 +128,11 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
             ("burn-ndarray", "penalty") if burn => assert_eq!(status, "ok", "{}", r.str("reason")),
             ("burn-ndarray", "penalty") => {
                 assert_eq!(status, "skipped");
-                assert!(r.str("reason").contains("--features burn"), "{}", r.str("reason"));
+                assert!(
+                    r.str("reason").contains("--features burn"),
+                    "{}",
+                    r.str("reason")
+                );
             }
             other => panic!("unexpected row {other:?}"),
         }
@@ -132,15 +140,22 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
     assert_eq!(s.skipped, if burn { 2 } else { 4 });
     // A skipped cell does not make the scene's timestep unstable for the cpu series.
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("skipped (their engine cannot run them"), "{report}");
+    assert!(
+        report.contains("skipped (their engine cannot run them"),
+        "{report}"
+    );
     // Three cpu worlds: the same world-0 trajectory as one, three times the world-steps.
     let one = rows
         .iter()
-        .find(|r| r.str("engine") == "cpu" && r.u64("worlds") == 1 && r.str("formulation") == "penalty")
+        .find(|r| {
+            r.str("engine") == "cpu" && r.u64("worlds") == 1 && r.str("formulation") == "penalty"
+        })
         .unwrap();
     let three = rows
         .iter()
-        .find(|r| r.str("engine") == "cpu" && r.u64("worlds") == 3 && r.str("formulation") == "penalty")
+        .find(|r| {
+            r.str("engine") == "cpu" && r.u64("worlds") == 3 && r.str("formulation") == "penalty"
+        })
         .unwrap();
     assert_eq!(one.f64("max_penetration_m"), three.f64("max_penetration_m"));
     assert_eq!(one.u64("steps"), three.u64("steps"));

@@ -102,7 +102,10 @@ fn ncp_fb_adjoint_meets_the_reference_through_the_harness() {
         .iter()
         .filter(|r| r.scene_label() == "sphere_bounce" && r.str("status") == "ok")
         .count();
-    assert_eq!(sphere, 7, "the sphere's horizons 1, 3, 15, 50, 100, 105, 150 scored");
+    assert_eq!(
+        sphere, 7,
+        "the sphere's horizons 1, 3, 15, 50, 100, 105, 150 scored"
+    );
     // 13 cells; cells whose rollout has an unconverged step are not scored (the rule):
     // cartpole_free N = 50 may have one (its adjoint still agrees to 7e-8).
     assert!(scored >= 12, "{scored} scored cells");

@@ -13,7 +13,9 @@ fn main() {
     let k: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     let d: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(1e-7);
     let p = ControlProblem::box_traversal(&json!({}), h, 10).unwrap();
-    let z: Vec<f64> = (0..p.len()).map(|i| 1.6 + 0.2 * (i as f64 * 0.7).sin()).collect();
+    let z: Vec<f64> = (0..p.len())
+        .map(|i| 1.6 + 0.2 * (i as f64 * 0.7).sin())
+        .collect();
     let (mut zp, mut zm) = (z.clone(), z.clone());
     zp[k] += d;
     zm[k] -= d;
@@ -30,13 +32,26 @@ fn main() {
         let (ip, im) = (dp.map(|x| x.solution), dm.map(|x| x.solution));
         let info = |s: &Option<contactlab_solvers::ncp_fb::solve::Solution>| {
             s.as_ref().map_or("-".into(), |s| {
-                format!("it {:3} res {:.1e} |p| {:.4e} best {}", s.iterations, s.residual, s.p.norm(), s.best_iterate)
+                format!(
+                    "it {:3} res {:.1e} |p| {:.4e} best {}",
+                    s.iterations,
+                    s.residual,
+                    s.p.norm(),
+                    s.best_iterate
+                )
             })
         };
-        let flag = if q > 10.0 * last.max(1e-3) { "  <== jump" } else { "" };
+        let flag = if q > 10.0 * last.max(1e-3) {
+            "  <== jump"
+        } else {
+            ""
+        };
         println!(
             "step {i:3}: dq/dz {dq:.3e} dv/dz {dv:.3e} conv {}/{} | + {} | - {}{flag}",
-            rp.converged, rm.converged, info(&ip), info(&im)
+            rp.converged,
+            rm.converged,
+            info(&ip),
+            info(&im)
         );
         last = q;
     }

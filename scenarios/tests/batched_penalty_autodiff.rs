@@ -5,8 +5,8 @@
 //! 1e-4 over 50 steps, on box_slide and cartpole (cartpole has no contacts: velocity only).
 #![cfg(feature = "burn")]
 
-use contactlab_solvers::batched::burn_tensor::{Tensor, TensorData};
 use contactlab_scenarios::{build, Scene};
+use contactlab_solvers::batched::burn_tensor::{Tensor, TensorData};
 use contactlab_solvers::batched::penalty::{step, Batch};
 use contactlab_solvers::batched::scalar::S;
 use contactlab_solvers::batched::AutodiffF64;
@@ -30,7 +30,9 @@ fn params(mu: f64, ke: f64) -> PenaltyParams {
 
 /// Fixed weights of the final state `[q; v]`.
 fn weights(n: usize) -> Vec<f64> {
-    (0..n).map(|i| 1.0 + 0.37 * i as f64 - 0.05 * (i * i) as f64).collect()
+    (0..n)
+        .map(|i| 1.0 + 0.37 * i as f64 - 0.05 * (i * i) as f64)
+        .collect()
 }
 
 /// The loss on the cpu engine: weights · [q_T; v_T] after `steps` steps from velocity `v0`.
@@ -43,7 +45,11 @@ fn cpu_loss(scene: &Scene, v0: &[f64], mu: f64, ke: f64, steps: usize) -> f64 {
         f.step(&scene.model, &mut s, &u, h_of());
     }
     let w = weights(s.q.len() + s.v.len());
-    s.q.iter().chain(s.v.iter()).zip(&w).map(|(x, w)| x * w).sum()
+    s.q.iter()
+        .chain(s.v.iter())
+        .zip(&w)
+        .map(|(x, w)| x * w)
+        .sum()
 }
 
 fn h_of() -> f64 {
@@ -123,7 +129,12 @@ fn fd_gradient(scene: &Scene, steps: usize, contacts: bool) -> (Vec<f64>, f64, f
 }
 
 fn relative_error(a: &[f64], b: &[f64]) -> f64 {
-    let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
+    let diff: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).powi(2))
+        .sum::<f64>()
+        .sqrt();
     let norm: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt();
     if norm == 0.0 && diff == 0.0 {
         // Both exactly zero (no contact force yet on the first step).
@@ -139,7 +150,10 @@ fn check(name: &str, scene_params: serde_json::Value, contacts: bool) {
         let (fv, fmu, fke) = fd_gradient(&scene, steps, contacts);
         let ev = relative_error(&av, &fv);
         println!("{name}, {steps} steps: d/dv0 relative error {ev:.2e}");
-        assert!(ev <= bound, "{name} d/dv0 over {steps} steps: {ev:e} ({av:?} vs {fv:?})");
+        assert!(
+            ev <= bound,
+            "{name} d/dv0 over {steps} steps: {ev:e} ({av:?} vs {fv:?})"
+        );
         if contacts {
             let emu = relative_error(&[amu], &[fmu]);
             let eke = relative_error(&[ake], &[fke]);

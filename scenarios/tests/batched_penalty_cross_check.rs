@@ -108,7 +108,9 @@ fn ten_cube_tosses_in_one_batch_agree_to_1e_9_over_the_first_tenth_of_a_second()
     let early = max_qpos_difference(first, &initial, ndarray(first, 10), H, steps(0.1, H));
     let n = steps(first.horizon, H);
     let whole = max_qpos_difference(first, &initial, ndarray(first, 10), H, n);
-    println!("10 cube tosses: max |qpos difference| {early:.3e} over 0.1 s, {whole:.3e} over {n} steps");
+    println!(
+        "10 cube tosses: max |qpos difference| {early:.3e} over 0.1 s, {whole:.3e} over {n} steps"
+    );
     assert!(early <= 1e-9, "cube tosses, first 0.1 s: {early:e}");
     assert!(whole <= 1e-2, "cube tosses, whole horizon: {whole:e}");
 }
@@ -124,17 +126,20 @@ fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
     for name in ["box_slide", "box_incline", "sphere_roll", "cartpole"] {
         let scene = build(name, &json!({})).unwrap();
         let h = H;
-        let wgpu: Box<dyn Stepper> = Box::new(BatchedPenalty::<contactlab_solvers::batched::WgpuF32>::new(
-            "burn-wgpu",
-            &scene.model,
-            PenaltyParams::default(),
-            &scene.initial,
-            1,
-            Default::default(),
-        ));
+        let wgpu: Box<dyn Stepper> =
+            Box::new(BatchedPenalty::<contactlab_solvers::batched::WgpuF32>::new(
+                "burn-wgpu",
+                &scene.model,
+                PenaltyParams::default(),
+                &scene.initial,
+                1,
+                Default::default(),
+            ));
         let d = max_qpos_difference(&scene, &[scene.initial.clone()], wgpu, h, steps(1.0, h));
         println!("{name} on burn-wgpu: max |qpos difference| {d:.3e}");
-        assert!(d <= 1e-4, "{name}: max |qpos difference| {d:e} on burn-wgpu");
+        assert!(
+            d <= 1e-4,
+            "{name}: max |qpos difference| {d:e} on burn-wgpu"
+        );
     }
 }
-

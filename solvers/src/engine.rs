@@ -170,13 +170,15 @@ pub const ENGINES: &[EngineEntry] = &[
     },
     EngineEntry {
         name: "burn-ndarray",
-        description: "batched tensors on burn's ndarray CPU backend, f64, reverse mode by burn-autodiff",
+        description:
+            "batched tensors on burn's ndarray CPU backend, f64, reverse mode by burn-autodiff",
         feature: Some("burn"),
         built: cfg!(feature = "burn"),
     },
     EngineEntry {
         name: "burn-wgpu",
-        description: "batched tensors on burn's wgpu backend (Vulkan/Metal; lavapipe on a CPU), f32",
+        description:
+            "batched tensors on burn's wgpu backend (Vulkan/Metal; lavapipe on a CPU), f32",
         feature: Some("wgpu"),
         built: cfg!(feature = "wgpu"),
     },
@@ -228,7 +230,11 @@ pub fn find(name: &str) -> Result<&'static EngineEntry, EngineError> {
         .find(|e| e.name == name)
         .ok_or_else(|| EngineError::Unknown {
             name: name.to_string(),
-            valid: ENGINES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+            valid: ENGINES
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -296,7 +302,10 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
         ));
     }
     if !model.pairs.is_empty() || !model.excludes.is_empty() {
-        return Err("explicit contact pairs or excludes: the batched engine uses the default filters only".into());
+        return Err(
+            "explicit contact pairs or excludes: the batched engine uses the default filters only"
+                .into(),
+        );
     }
     for (g0, g1) in crate::collision::broad_phase::filtered_pairs(model) {
         let (a, b) = (&model.geoms[g0], &model.geoms[g1]);
@@ -306,7 +315,11 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
                 GeomShape::Sphere { .. } | GeomShape::Capsule { .. } | GeomShape::Box { .. }
             );
         if !ok {
-            let bad = if matches!(a.shape, GeomShape::Plane) { b } else { a };
+            let bad = if matches!(a.shape, GeomShape::Plane) {
+                b
+            } else {
+                a
+            };
             return Err(format!(
                 "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules and boxes",
                 bad.name,

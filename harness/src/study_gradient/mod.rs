@@ -369,13 +369,31 @@ fn positive_step(
 
 /// Top-level experiment keys that a gradient study does not read, with what to use instead.
 const IGNORED_TOP_LEVEL: &[(&str, &str)] = &[
-    ("horizon", "horizons come from `study.horizons` (steps) or `study.horizons_s` (s)"),
-    ("reference", "the reference is the study's own FD sweep, `study.reference`"),
-    ("metrics", "the rows carry the gradient metrics; the report's tables are fixed"),
-    ("figures", "the gradient figures (error against horizon, timestep and FD step) are always drawn"),
+    (
+        "horizon",
+        "horizons come from `study.horizons` (steps) or `study.horizons_s` (s)",
+    ),
+    (
+        "reference",
+        "the reference is the study's own FD sweep, `study.reference`",
+    ),
+    (
+        "metrics",
+        "the rows carry the gradient metrics; the report's tables are fixed",
+    ),
+    (
+        "figures",
+        "the gradient figures (error against horizon, timestep and FD step) are always drawn",
+    ),
     ("log_steps", "gradient rollouts write no per-step logs"),
-    ("accuracy_threshold", "the study scores gradients, not trajectories"),
-    ("reanchor_window", "the study scores gradients, not trajectories"),
+    (
+        "accuracy_threshold",
+        "the study scores gradients, not trajectories",
+    ),
+    (
+        "reanchor_window",
+        "the study scores gradients, not trajectories",
+    ),
 ];
 
 /// Validate the study against the grid `cells` of `cfg` and expand it into gradient cells.
@@ -484,7 +502,10 @@ pub fn expand(
         if specs[..i].contains(s) {
             return Err(err(
                 &format!("study.methods[{i}]"),
-                format!("method '{}' is listed twice with the same steps and formulations", s.name),
+                format!(
+                    "method '{}' is listed twice with the same steps and formulations",
+                    s.name
+                ),
             ));
         }
     }

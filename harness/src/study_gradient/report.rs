@@ -260,7 +260,11 @@ fn fd_method_table(rows: &[Row]) -> String {
     );
     for ((scene, label), rs) in groups {
         let key = |r: &Row| (r.u64("horizon_steps"), -r.f64("timestep_s"));
-        let Some(top) = rs.iter().map(|r| key(r)).max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal)) else {
+        let Some(top) = rs
+            .iter()
+            .map(|r| key(r))
+            .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+        else {
             continue;
         };
         let mut at: Vec<&Row> = rs.iter().copied().filter(|r| key(r) == top).collect();

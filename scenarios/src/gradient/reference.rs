@@ -58,7 +58,6 @@ pub const REFERENCE_STEPS: [f64; 7] = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
 /// the V curve of issue 14, 1e-3 … 1e-8.
 pub const METHOD_STEPS: [f64; 6] = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8];
 
-
 /// The default largest relative disagreement of the best neighbouring pair for the reference
 /// to count as defined.
 pub const MAX_UNCERTAINTY: f64 = 1e-3;
@@ -170,8 +169,14 @@ pub fn select(sweep: Sweep, input_names: &[String], max_uncertainty: f64) -> Ref
     };
     let pairs = sweep.steps.len().saturating_sub(1);
     // A sweep built by hand may lack the rounding bounds: then they are 0.
-    let rounding =
-        |j: usize, i: usize| sweep.rounding.get(j).and_then(|r| r.get(i)).copied().unwrap_or(0.0);
+    let rounding = |j: usize, i: usize| {
+        sweep
+            .rounding
+            .get(j)
+            .and_then(|r| r.get(i))
+            .copied()
+            .unwrap_or(0.0)
+    };
     for i in 0..n {
         for j in 0..pairs {
             let (a, b) = (sweep.estimates[j][i], sweep.estimates[j + 1][i]);
@@ -335,7 +340,11 @@ mod tests {
         let r = select(s, &["x".into()], 1e-3);
         // Equal estimates at 1e-3 and 1e-4, but the selected one is only good to 1e-3 / 2.
         assert_eq!(r.step[0], 1e-3);
-        assert!((r.uncertainty[0] - 5e-4).abs() < 1e-15, "{}", r.uncertainty[0]);
+        assert!(
+            (r.uncertainty[0] - 5e-4).abs() < 1e-15,
+            "{}",
+            r.uncertainty[0]
+        );
     }
 
     #[test]

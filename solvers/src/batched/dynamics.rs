@@ -88,7 +88,10 @@ pub fn bias<B: Backend>(
             }
         }
         let iv = inertia_times(model, k, b, &cvel[b]);
-        f[b] = add6(&inertia_times(model, k, b, &ab), &cross_force(&cvel[b], &iv));
+        f[b] = add6(
+            &inertia_times(model, k, b, &ab),
+            &cross_force(&cvel[b], &iv),
+        );
         cacc[b] = ab;
     }
     let mut tau = vec![S::zero(); model.nv];

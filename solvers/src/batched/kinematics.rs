@@ -6,7 +6,7 @@ use burn_tensor::backend::Backend;
 
 use super::scalar::S;
 use super::spatial::{
-    add3, column, cross3, q4c, qmat, qmul, qrot, scale3, sub3, sv, v3c, zero3, M3, Q4, Sv, V3,
+    add3, column, cross3, q4c, qmat, qmul, qrot, scale3, sub3, sv, v3c, zero3, Sv, M3, Q4, V3,
 };
 use crate::model::{JointKind, Model};
 
@@ -43,9 +43,8 @@ pub fn quat_at<B: Backend>(q: &[S<B>], adr: usize) -> Q4<B> {
 pub fn forward<B: Backend>(model: &Model, q: &[S<B>]) -> Kin<B> {
     let nb = model.bodies.len();
     let one: Q4<B> = [S::C(1.0), S::zero(), S::zero(), S::zero()];
-    let ident: M3<B> = std::array::from_fn(|i| {
-        std::array::from_fn(|j| S::C(if i == j { 1.0 } else { 0.0 }))
-    });
+    let ident: M3<B> =
+        std::array::from_fn(|i| std::array::from_fn(|j| S::C(if i == j { 1.0 } else { 0.0 })));
     let mut k = Kin {
         xpos: vec![zero3(); nb],
         xquat: vec![one.clone(); nb],

@@ -51,7 +51,10 @@ pub type CudaF32 = burn_cuda::Cuda<f32, i32>;
 /// Upload one value per world as a `(worlds)` tensor (rounded to the backend's float type).
 pub fn upload<B: Backend>(values: Vec<f64>, device: &B::Device) -> Tensor<B, 1> {
     let n = values.len();
-    Tensor::from_data(TensorData::new(values, [n]).convert::<B::FloatElem>(), device)
+    Tensor::from_data(
+        TensorData::new(values, [n]).convert::<B::FloatElem>(),
+        device,
+    )
 }
 
 /// Read a per-world scalar back as f64, `worlds` values (a constant is repeated).
@@ -69,18 +72,12 @@ pub fn download<B: Backend>(s: &S<B>, worlds: usize) -> Vec<f64> {
 fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
     match m {
         M::C(b) => vec![*b; worlds],
-        M::T(t) => t
-            .to_data()
-            .iter::<bool>()
-            .collect(),
+        M::T(t) => t.to_data().iter::<bool>().collect(),
     }
 }
 
 /// Per-world states as per-coordinate tensors: `(nq)` and `(nv)` scalars of shape `(worlds)`.
-pub fn upload_states<B: Backend>(
-    states: &[State],
-    device: &B::Device,
-) -> (Vec<S<B>>, Vec<S<B>>) {
+pub fn upload_states<B: Backend>(states: &[State], device: &B::Device) -> (Vec<S<B>>, Vec<S<B>>) {
     let nq = states[0].q.len();
     let nv = states[0].v.len();
     let q = (0..nq)
@@ -156,8 +153,12 @@ impl<B: Backend> BatchedPenalty<B> {
                 let [x, y, z] = [download(&v[0], w), download(&v[1], w), download(&v[2], w)];
                 (0..w).map(|i| Vec3::new(x[i], y[i], z[i])).collect()
             };
-            let (point, normal, force, vel) =
-                (read3(p), read3(&c.candidate.normal), read3(&c.force), read3(&vrel));
+            let (point, normal, force, vel) = (
+                read3(p),
+                read3(&c.candidate.normal),
+                read3(&c.force),
+                read3(&vrel),
+            );
             let gap = download(&c.candidate.gap, w);
             let mu = download(&self.batch.coef[c.candidate.pair].mu, w);
             for i in (0..w).filter(|&i| active[i]) {
@@ -188,7 +189,11 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
 
     fn step(&mut self, controls: &[f64], h: f64, want_contacts: bool) -> Vec<StepReport> {
         let nu = self.batch.compiled.nu;
-        assert_eq!(controls.len(), nu * self.worlds, "controls must be (worlds x nu)");
+        assert_eq!(
+            controls.len(),
+            nu * self.worlds,
+            "controls must be (worlds x nu)"
+        );
         let u: Vec<S<B>> = (0..nu)
             .map(|a| {
                 let col: Vec<f64> = (0..self.worlds).map(|w| controls[w * nu + a]).collect();

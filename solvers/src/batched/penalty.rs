@@ -179,7 +179,12 @@ fn joint_forces<B: Backend>(model: &Model, p: &PenaltyParams, q: &[S<B>], v: &[S
 
 /// Passive springs and damping plus actuator forces `(nv)` ([`crate::dynamics::passive_forces`],
 /// [`crate::actuation::actuator_forces`]); `u` has one per-world scalar per actuator.
-fn passive_and_actuation<B: Backend>(model: &Model, q: &[S<B>], v: &[S<B>], u: &[S<B>]) -> Vec<S<B>> {
+fn passive_and_actuation<B: Backend>(
+    model: &Model,
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+) -> Vec<S<B>> {
     let mut f = vec![S::zero(); model.nv];
     for j in &model.joints {
         for i in 0..j.kind.nv() {

@@ -208,7 +208,9 @@ macro_rules! binop {
                 match (self, o) {
                     (S::C(a), S::C(b)) => S::C($cc(*a, *b)),
                     (S::T(a), S::C(b)) => S::T(a.clone().$tc(*b)),
-                    (S::C(a), S::T(b)) => S::T(Tensor::full(b.shape(), *a, &b.device()).$f(b.clone())),
+                    (S::C(a), S::T(b)) => {
+                        S::T(Tensor::full(b.shape(), *a, &b.device()).$f(b.clone()))
+                    }
                     (S::T(a), S::T(b)) => S::T(a.clone().$f(b.clone())),
                 }
             }
@@ -250,46 +252,70 @@ fn is(x: &S<impl Backend>, c: f64) -> bool {
     matches!(x, S::C(v) if *v == c)
 }
 
-binop!(Add, add, |a: f64, b: f64| a + b, add_scalar, |x: &S<B>, y: &S<B>| {
-    if is(y, 0.0) {
-        Some(x.clone())
-    } else if is(x, 0.0) {
-        Some(y.clone())
-    } else {
-        None
+binop!(
+    Add,
+    add,
+    |a: f64, b: f64| a + b,
+    add_scalar,
+    |x: &S<B>, y: &S<B>| {
+        if is(y, 0.0) {
+            Some(x.clone())
+        } else if is(x, 0.0) {
+            Some(y.clone())
+        } else {
+            None
+        }
     }
-});
-binop!(Sub, sub, |a: f64, b: f64| a - b, sub_scalar, |x: &S<B>, y: &S<B>| {
-    if is(y, 0.0) {
-        Some(x.clone())
-    } else if is(x, 0.0) {
-        Some(-y)
-    } else {
-        None
+);
+binop!(
+    Sub,
+    sub,
+    |a: f64, b: f64| a - b,
+    sub_scalar,
+    |x: &S<B>, y: &S<B>| {
+        if is(y, 0.0) {
+            Some(x.clone())
+        } else if is(x, 0.0) {
+            Some(-y)
+        } else {
+            None
+        }
     }
-});
-binop!(Mul, mul, |a: f64, b: f64| a * b, mul_scalar, |x: &S<B>, y: &S<B>| {
-    if is(x, 0.0) || is(y, 0.0) {
-        Some(S::C(0.0))
-    } else if is(y, 1.0) {
-        Some(x.clone())
-    } else if is(x, 1.0) {
-        Some(y.clone())
-    } else if is(y, -1.0) {
-        Some(-x)
-    } else if is(x, -1.0) {
-        Some(-y)
-    } else {
-        None
+);
+binop!(
+    Mul,
+    mul,
+    |a: f64, b: f64| a * b,
+    mul_scalar,
+    |x: &S<B>, y: &S<B>| {
+        if is(x, 0.0) || is(y, 0.0) {
+            Some(S::C(0.0))
+        } else if is(y, 1.0) {
+            Some(x.clone())
+        } else if is(x, 1.0) {
+            Some(y.clone())
+        } else if is(y, -1.0) {
+            Some(-x)
+        } else if is(x, -1.0) {
+            Some(-y)
+        } else {
+            None
+        }
     }
-});
-binop!(Div, div, |a: f64, b: f64| a / b, div_scalar, |x: &S<B>, y: &S<B>| {
-    if is(y, 1.0) {
-        Some(x.clone())
-    } else {
-        None
+);
+binop!(
+    Div,
+    div,
+    |a: f64, b: f64| a / b,
+    div_scalar,
+    |x: &S<B>, y: &S<B>| {
+        if is(y, 1.0) {
+            Some(x.clone())
+        } else {
+            None
+        }
     }
-});
+);
 
 impl<B: Backend> Neg for &S<B> {
     type Output = S<B>;

@@ -34,7 +34,14 @@ pub fn zero3<B: Backend>() -> V3<B> {
 
 /// The zero spatial vector.
 pub fn zero6<B: Backend>() -> Sv<B> {
-    [S::zero(), S::zero(), S::zero(), S::zero(), S::zero(), S::zero()]
+    [
+        S::zero(),
+        S::zero(),
+        S::zero(),
+        S::zero(),
+        S::zero(),
+        S::zero(),
+    ]
 }
 
 /// a + b.
@@ -169,17 +176,11 @@ pub fn dot6<B: Backend>(a: &Sv<B>, b: &Sv<B>) -> S<B> {
 /// Motion cross product `v ×m m` ([`crate::kinematics::cross_motion`]).
 pub fn cross_motion<B: Backend>(v: &Sv<B>, m: &Sv<B>) -> Sv<B> {
     let (w, vo, mw, mv) = (ang(v), lin(v), ang(m), lin(m));
-    sv(
-        &cross3(&w, &mw),
-        &add3(&cross3(&w, &mv), &cross3(&vo, &mw)),
-    )
+    sv(&cross3(&w, &mw), &add3(&cross3(&w, &mv), &cross3(&vo, &mw)))
 }
 
 /// Force cross product `v ×f f` ([`crate::kinematics::cross_force`]).
 pub fn cross_force<B: Backend>(v: &Sv<B>, f: &Sv<B>) -> Sv<B> {
     let (w, vo, n, fl) = (ang(v), lin(v), ang(f), lin(f));
-    sv(
-        &add3(&cross3(&w, &n), &cross3(&vo, &fl)),
-        &cross3(&w, &fl),
-    )
+    sv(&add3(&cross3(&w, &n), &cross3(&vo, &fl)), &cross3(&w, &fl))
 }

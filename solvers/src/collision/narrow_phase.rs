@@ -102,7 +102,10 @@ fn merge_line_contact(out: &mut Vec<Contact>, start: usize) {
         return;
     }
     let n0 = group[0].normal();
-    if group.iter().any(|c| 1.0 - c.normal().dot(&n0) > SAME_NORMAL) {
+    if group
+        .iter()
+        .any(|c| 1.0 - c.normal().dot(&n0) > SAME_NORMAL)
+    {
         return;
     }
     let count = group.len() as f64;
