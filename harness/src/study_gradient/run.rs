@@ -230,32 +230,6 @@ fn set_reference(row: &mut Row, r: &Reference) {
     row.set_f64("reference_uncertainty_rel", r.max_uncertainty());
 }
 
-/// The harness's divergence rules (DESIGN.md "Measurements": energy rise beyond the scene's
-/// allowance, penetration beyond half the smallest geom extent, a speed beyond the scene's
-/// bound, a non-finite state) applied to the nominal rollout of `problem`, as every stability
-/// cell applies them ([`crate::metrics::Accumulator`]): a gradient through a rollout that has
-/// blown up is not scored, its rows are `diverged` with the rule that fired. The solver's own
-/// divergence reports are [`Problem::simulate`]'s. `None` when no rule fires (or the
-/// formulation does not build, which the caller reports).
-fn harness_divergence(
-    scene: &contactlab_scenarios::Scene,
-    problem: &contactlab_scenarios::gradient::Problem,
-    build: &dyn Fn() -> Result<Box<dyn contactlab_solvers::Formulation>, String>,
-) -> Option<String> {
-    let mut f = build().ok()?;
-    let mut state = problem.initial.clone();
-    let mut acc = crate::metrics::Accumulator::new(scene, &state);
-    let mut u = vec![0.0; problem.model.actuators.len()];
-    for k in 0..problem.steps {
-        contactlab_scenarios::gradient::control_into(&problem.controls, k, &mut u);
-        let report = f.step(&problem.model, &mut state, &u, problem.h);
-        if let Some(why) = acc.observe(&problem.model, &state, &report) {
-            return Some(why);
-        }
-    }
-    None
-}
-
 /// Every row of one group (cells sharing a problem), in the group's order.
 fn run_group(
     plan: &Plan,
@@ -290,13 +264,17 @@ fn run_group(
         .build_formulation(&first.base.formulation, fparams)
         .map(|f| contactlab_solvers::features::joined(&f.ignored_features(&scene.model)))
         .unwrap_or_default();
-    let mut nominal = match problem.simulate(&build, None) {
+    // The harness's divergence rules (DESIGN.md "Measurements": energy rise beyond the scene's
+    // allowance, penetration beyond half the smallest geom extent, a speed beyond the scene's
+    // bound, a non-finite state), applied to the nominal rollout as every stability cell
+    // applies them: a gradient through a rollout that has blown up is not scored, its rows are
+    // `diverged` with the rule that fired.
+    let mut acc = crate::metrics::Accumulator::new(&scene, &problem.initial);
+    let nominal = match problem.simulate_observed(&build, None, &mut |m, s, r| acc.observe(m, s, r))
+    {
         Ok(n) => n,
         Err(e) => return rows("failed", &e),
     };
-    if nominal.diverged.is_none() {
-        nominal.diverged = harness_divergence(&scene, &problem, &build);
-    }
     let mut steps = study.reference.steps.clone();
     steps.sort_by(|a, b| b.total_cmp(a));
     let needs_reference = nominal.diverged.is_none() && group.iter().any(|c| c.skipped.is_none());

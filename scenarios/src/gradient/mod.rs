@@ -573,6 +573,21 @@ impl Problem {
         build: Factory<'_>,
         perturb: Option<(usize, f64)>,
     ) -> Result<Outcome, String> {
+        self.simulate_observed(build, perturb, &mut |_, _, _| None)
+    }
+
+    /// [`Problem::simulate`], calling `observe(model, state after the step, its report)` after
+    /// every step: a `Some(reason)` stops the rollout as diverged with that reason (the harness
+    /// applies its stability rules this way, on the same rollout).
+    ///
+    /// # Errors
+    /// The formulation cannot be built (its registry message).
+    pub fn simulate_observed(
+        &self,
+        build: Factory<'_>,
+        perturb: Option<(usize, f64)>,
+        observe: &mut dyn FnMut(&Model, &State, &StepReport) -> Option<String>,
+    ) -> Result<Outcome, String> {
         let mut f = build()?;
         let mut model = Cow::Borrowed(&self.model);
         let mut state = self.initial.clone();
@@ -611,7 +626,7 @@ impl Problem {
             let r = f.step(&model, &mut state, &u, self.h);
             out.steps += 1;
             out.unconverged += usize::from(!r.converged);
-            if let Some(why) = r.diverged {
+            if let Some(why) = r.diverged.clone().or_else(|| observe(&model, &state, &r)) {
                 out.diverged = Some(why);
                 return Ok(out);
             }
