@@ -1,7 +1,9 @@
 //! The Ostrich paper's usability test of a box-traversal run, applied to stored rows as a second
-//! accuracy threshold beside `accuracy_threshold` (report.md, "Usable timestep").
+//! accuracy threshold beside `accuracy_threshold` (report.md, "Largest usable timestep (Ostrich's
+//! definition)").
 //!
-//! Definition (Ostrich, box traversal; issue 13): a run is usable when
+//! Definition (the Ostrich paper's box-traversal usability test as issue 13 states it; the
+//! paper excerpt in the project's background documents does not carry it): a run is usable when
 //! 1. no state is non-finite,
 //! 2. the chassis origin's height stays within [[`Z_MIN_M`], [`Z_MAX_M`]] = [0.05, 2] m over the
 //!    whole run (task outcomes `chassis_z_min_m`, `chassis_z_max_m`),

@@ -412,7 +412,7 @@ pub const TASK_YAW_WEIGHT: f64 = 1.0;
 /// over the run ([`chassis_up`]; below 0 the robot turned over), the lowest and highest height
 /// of the chassis origin over the run (m, world z) and, on a scene with an obstacle to cross,
 /// how far the chassis origin ends past the obstacle's far face (m along +x; negative: short
-/// of it). The last three are the inputs of the Ostrich paper's usability test (Appendix, box
+/// of it). The last three are the inputs of the Ostrich paper's usability test (box
 /// traversal: a run is usable when no state is non-finite, the chassis height stays within
 /// [0.05, 2] m, the robot ends at least 0.5 m past the box, and its final position is within
 /// 0.2 m of the finest-timestep run), which the harness's report applies.
