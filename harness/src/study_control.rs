@@ -4,7 +4,8 @@
 //! ```yaml
 //! study:
 //!   kind: control_synthesis
-//!   instances: 50          # seeds 1..=instances (box_traversal's random instances)
+//!   instances: 50          # seeds first_seed.. (box_traversal's random instances)
+//!   first_seed: 1          # the first instance's seed (>= 1); 51 with 50 instances: a held-out set
 //!   methods: [adjoint, adjoint_lagged]
 //!   iterations: 50         # Adam updates at most; stops early at success
 //!   step_size: 0.1         # Adam's alpha of the first update (rad/s)
@@ -12,6 +13,7 @@
 //!   yaw_weight: 1.0        # objective's yaw weight (m^2/rad^2); default the task loss's
 //!   speed_weight: 0.0      # objective's weight of the squared final speed (s^2)
 //!   knots: 10              # spline knots per wheel
+//!   parametrizations: [wheels]  # coordinates Adam moves: wheels (per wheel), drive (forward, turn, rear)
 //! scenes: [{name: box_traversal}]
 //! formulations: [{name: ncp_fb}]
 //! sweep: {timestep: [0.05]}   # default 0.05 s
@@ -19,7 +21,7 @@
 //!
 //! The mathematics (spline, loss, gradient methods and their cost, Adam) is in
 //! [`contactlab_scenarios::control_synthesis`]. Cells are scene × formulation × method ×
-//! timestep × instance; one row per cell ([`COLUMNS`]), written to `cells/<id>.json` the moment
+//! parametrization × timestep × instance; one row per cell ([`COLUMNS`]), written to `cells/<id>.json` the moment
 //! the cell finishes (a rerun skips finished cells), merged into `runs.parquet`/`runs.csv`.
 //! The per-iteration losses are the row's `loss_curve` (JSON array). `report.md` holds the
 //! success rate per (scene, formulation, method, timestep) and the wall time per iteration;
@@ -32,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use contactlab_scenarios::control_synthesis::{
-    self as cs, ControlProblem, FormulationChoice, GradientMethod,
+    self as cs, ControlProblem, FormulationChoice, GradientMethod, Parametrization,
 };
 use plotters::prelude::*;
 use rayon::prelude::*;
@@ -51,9 +53,13 @@ use crate::runner::{catch_quietly, RunOptions, RunSummary};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControlSynthesisSpec {
-    /// Number of seeded random instances; the seeds are 1..=instances. Default 50.
+    /// Number of seeded random instances; the seeds are `first_seed..first_seed + instances`. Default 50.
     #[serde(default = "default_instances")]
     pub instances: u64,
+    /// The first instance's seed (≥ 1; box_traversal's seed 0 is the nominal, unperturbed
+    /// instance); the seeds are `first_seed..first_seed + instances`. Default 1.
+    #[serde(default = "default_first_seed")]
+    pub first_seed: u64,
     /// Gradient methods: `adjoint`, `adjoint_lagged` (ncp_fb only), `fd_central` (any). Default
     /// `[adjoint]`.
     #[serde(default = "default_methods")]
@@ -79,10 +85,23 @@ pub struct ControlSynthesisSpec {
     /// Factor (0, 1] applied to Adam's step size after every update. Default 1 (constant).
     #[serde(default = "default_step_decay")]
     pub step_decay: f64,
+    /// The coordinates Adam moves, one series each: `wheels` (one per wheel and knot) or
+    /// `drive` (forward speed, turn rate and rear offset per knot;
+    /// [`cs::Parametrization`]). Default `[wheels]`.
+    #[serde(default = "default_parametrizations")]
+    pub parametrizations: Vec<String>,
+}
+
+fn default_parametrizations() -> Vec<String> {
+    vec!["wheels".into()]
 }
 
 fn default_step_decay() -> f64 {
     1.0
+}
+
+fn default_first_seed() -> u64 {
+    1
 }
 
 fn default_instances() -> u64 {
@@ -127,6 +146,8 @@ pub struct ControlCell {
     pub label: String,
     /// Gradient method.
     pub method: GradientMethod,
+    /// The coordinates Adam moves.
+    pub parametrization: Parametrization,
     /// Timestep (s).
     pub timestep_s: f64,
     /// Instance (the scene's seed).
@@ -170,6 +191,15 @@ pub fn plan(
     let spec = spec.clone();
     if spec.instances == 0 {
         return Err(err("study.instances", "must be at least 1".into()));
+    }
+    if spec.first_seed == 0 || spec.first_seed.checked_add(spec.instances).is_none() {
+        return Err(err(
+            "study.first_seed",
+            format!(
+                "must be at least 1 (seed 0 is the nominal instance) and leave room for {} instances; got {}",
+                spec.instances, spec.first_seed
+            ),
+        ));
     }
     if spec.iterations == 0 {
         return Err(err("study.iterations", "must be at least 1".into()));
@@ -223,6 +253,21 @@ pub fn plan(
     for (i, m) in spec.methods.iter().enumerate() {
         methods.push(GradientMethod::parse(m).map_err(|e| err(&format!("study.methods[{i}]"), e))?);
     }
+    if spec.parametrizations.is_empty() {
+        return Err(err(
+            "study.parametrizations",
+            "is empty; list at least one".into(),
+        ));
+    }
+    let mut parametrizations: Vec<Parametrization> = Vec::new();
+    for (i, m) in spec.parametrizations.iter().enumerate() {
+        let key = format!("study.parametrizations[{i}]");
+        let par = Parametrization::parse(m).map_err(|e| err(&key, e))?;
+        if parametrizations.contains(&par) {
+            return Err(err(&key, format!("'{m}' is listed twice")));
+        }
+        parametrizations.push(par);
+    }
     if cfg.scenes.is_empty() {
         return Err(err("scenes", "is empty; list at least one scene".into()));
     }
@@ -258,6 +303,7 @@ pub fn plan(
     let n = cfg.scenes.len() as u64
         * cfg.formulations.len() as u64
         * methods.len() as u64
+        * parametrizations.len() as u64
         * timesteps.len() as u64
         * spec.instances;
     if n > contactlab_scenarios::limits::MAX_CELLS as u64 {
@@ -284,7 +330,7 @@ pub fn plan(
         if s.params.contains_key("seed") {
             return Err(err(
                 &format!("scenes[{si}].seed"),
-                "the instances' seeds are 1..=study.instances; remove `seed`".into(),
+                "the instances' seeds are study.first_seed.. (study.instances of them); remove `seed`".into(),
             ));
         }
         for (fi, f) in cfg.formulations.iter().enumerate() {
@@ -308,36 +354,47 @@ pub fn plan(
                         ),
                     ));
                 }
-                for &h in &timesteps {
-                    for seed in 1..=spec.instances {
-                        let mut sp = s.params.clone();
-                        sp.insert("seed".into(), json!(seed));
-                        let scene_params = Value::Object(sp);
-                        if seed == 1 {
-                            ControlProblem::box_traversal(&scene_params, h, spec.knots)
-                                .map_err(|e| err(&format!("scenes[{si}]"), e.to_string()))?;
+                for &par in &parametrizations {
+                    for &h in &timesteps {
+                        for seed in spec.first_seed..spec.first_seed + spec.instances {
+                            let mut sp = s.params.clone();
+                            sp.insert("seed".into(), json!(seed));
+                            let scene_params = Value::Object(sp);
+                            if seed == spec.first_seed {
+                                let p = ControlProblem::box_traversal(&scene_params, h, spec.knots)
+                                    .map_err(|e| err(&format!("scenes[{si}]"), e.to_string()))?;
+                                par.check(p.nu())
+                                    .map_err(|e| err("study.parametrizations", e))?;
+                            }
+                            let mut key = json!({
+                                "study": "control_synthesis", "scene": s.name, "scene_params": scene_params,
+                                "formulation": f.name, "formulation_params": params, "label": f.label(),
+                                "method": m.name(), "timestep": h, "iterations": spec.iterations,
+                                "step_size": spec.step_size, "knots": spec.knots, "yaw_weight": spec.yaw_weight,
+                                "speed_weight": spec.speed_weight, "step_decay": spec.step_decay,
+                            });
+                            // The default parametrization leaves the id as it was before the key
+                            // existed, so earlier results stay resumable.
+                            if par != Parametrization::Wheels {
+                                key["parametrization"] = json!(par.name());
+                            }
+                            let id = crate::sweep::hash_hex(&key);
+                            cells.push(ControlCell {
+                                id,
+                                scene: s.name.clone(),
+                                scene_label: s.label().to_string(),
+                                scene_params,
+                                formulation: FormulationChoice {
+                                    name: f.name.clone(),
+                                    params: params.clone(),
+                                },
+                                label: f.label().to_string(),
+                                method: m,
+                                parametrization: par,
+                                timestep_s: h,
+                                seed,
+                            });
                         }
-                        let id = crate::sweep::hash_hex(&json!({
-                            "study": "control_synthesis", "scene": s.name, "scene_params": scene_params,
-                            "formulation": f.name, "formulation_params": params, "label": f.label(),
-                            "method": m.name(), "timestep": h, "iterations": spec.iterations,
-                            "step_size": spec.step_size, "knots": spec.knots, "yaw_weight": spec.yaw_weight,
-                            "speed_weight": spec.speed_weight, "step_decay": spec.step_decay,
-                        }));
-                        cells.push(ControlCell {
-                            id,
-                            scene: s.name.clone(),
-                            scene_label: s.label().to_string(),
-                            scene_params,
-                            formulation: FormulationChoice {
-                                name: f.name.clone(),
-                                params: params.clone(),
-                            },
-                            label: f.label().to_string(),
-                            method: m,
-                            timestep_s: h,
-                            seed,
-                        });
                     }
                 }
             }
@@ -394,6 +451,11 @@ pub const COLUMNS: &[ColumnDef] = &[
         "method",
         Kind::Str,
         "gradient method: adjoint, adjoint_lagged, fd_central",
+    ),
+    c(
+        "parametrization",
+        Kind::Str,
+        "coordinates Adam moves: wheels (one per wheel and knot) or drive (forward, turn, rear per knot)",
     ),
     c("timestep_s", Kind::F64, "timestep h"),
     c("seed", Kind::U64, "instance (box_traversal's seed)"),
@@ -518,6 +580,7 @@ fn identity(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
     r.set_str("label", &cell.label);
     r.set_str("formulation_params", cell.formulation.params.to_string());
     r.set_str("method", cell.method.name());
+    r.set_str("parametrization", cell.parametrization.name());
     r.set_f64("timestep_s", cell.timestep_s);
     r.set_u64("seed", cell.seed);
     r.set_u64("threads", threads as u64);
@@ -562,6 +625,7 @@ fn synthesize_cell(
         .map_err(|e| e.to_string())?;
     p.yaw_weight = plan.spec.yaw_weight;
     p.speed_weight = plan.spec.speed_weight;
+    p.parametrization = cell.parametrization;
     row.set_f64("horizon_s", p.horizon);
     row.set_u64("steps", p.steps as u64);
     let radius = cell
@@ -690,10 +754,11 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
             let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
             if opts.progress {
                 eprintln!(
-                    "{n}/{} {} {} seed {}: success {} final loss {:.4} m^2, {:.2} s/iteration",
+                    "{n}/{} {} {} {} seed {}: success {} final loss {:.4} m^2, {:.2} s/iteration",
                     todo.len(),
                     cell.label,
                     cell.method.name(),
+                    cell.parametrization.name(),
                     cell.seed,
                     row.u64("success"),
                     row.f64("final_loss_m2"),
@@ -730,8 +795,9 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     })
 }
 
-/// The rows of a series: (scene label, formulation label, method, timestep bits).
-type Key = (String, String, String, u64);
+/// The rows of a series: (scene label, formulation label, method, parametrization, timestep
+/// bits).
+type Key = (String, String, String, String, u64);
 
 fn groups(rows: &[Row]) -> BTreeMap<Key, Vec<&Row>> {
     let mut g: BTreeMap<Key, Vec<&Row>> = BTreeMap::new();
@@ -740,12 +806,21 @@ fn groups(rows: &[Row]) -> BTreeMap<Key, Vec<&Row>> {
             r.scene_label().to_string(),
             r.str("label").to_string(),
             r.str("method").to_string(),
+            parametrization_of(r).to_string(),
             r.f64("timestep_s").to_bits(),
         ))
         .or_default()
         .push(r);
     }
     g
+}
+
+/// A row's parametrization; rows written before the column existed are `wheels`.
+fn parametrization_of(r: &Row) -> &str {
+    match r.str("parametrization") {
+        "" => "wheels",
+        p => p,
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -792,9 +867,9 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         );
     }
     s += "## Success rate\n\n";
-    s += "| scene | formulation | method | h (s) | instances | success | rate | of them at the start (iterate 0) | median iterations to success | median final loss (m^2) | wall time per iteration (s) | median initial gradient norm | unconverged steps per rollout | failed |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for ((scene, label, method, hb), rs) in groups(rows) {
+    s += "| scene | formulation | method | controls | h (s) | instances | success | rate | of them at the start (iterate 0) | median iterations to success | the same, of those not successful at the start | median final loss (m^2) | wall time per iteration (s) | median initial gradient norm | unconverged steps per rollout | failed |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((scene, label, method, par, hb), rs) in groups(rows) {
         let ok: Vec<&&Row> = rs.iter().filter(|r| r.str("status") == "ok").collect();
         let succ = ok.iter().filter(|r| r.u64("success") == 1).count();
         let at_start = ok
@@ -811,11 +886,17 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         let unconv: f64 = ok.iter().map(|r| r.u64("unconverged_steps") as f64).sum();
         let _ = writeln!(
             s,
-            "| {scene} | {label} | {method} | {} | {} | {succ} | {:.0} % | {at_start} | {} | {} | {} | {} | {} | {} |",
+            "| {scene} | {label} | {method} | {par} | {} | {} | {succ} | {:.0} % | {at_start} | {} | {} | {} | {} | {} | {} | {} |",
             f64::from_bits(hb),
             rs.len(),
             100.0 * succ as f64 / rs.len().max(1) as f64,
             fmt(median(ok.iter().map(|r| r.f64("iterations_to_success")).collect())),
+            fmt(median(
+                ok.iter()
+                    .map(|r| r.f64("iterations_to_success"))
+                    .filter(|&i| i > 0.0)
+                    .collect()
+            )),
             fmt(median(ok.iter().map(|r| r.f64("final_loss_m2")).collect())),
             fmt(mean(&ok.iter().map(|r| r.f64("wall_time_per_iteration_s")).collect::<Vec<_>>())),
             fmt(median(ok.iter().map(|r| r.f64("gradient_norm_initial")).collect())),
@@ -823,14 +904,15 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
             rs.len() - ok.len(),
         );
     }
-    s += "\n## Cells\n\n| scene | formulation | method | h (s) | seed | success | iterations to success | initial loss | final loss | position error (m) | speed (m/s) | unconverged (max per rollout) | s/iteration | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "\n## Cells\n\n| scene | formulation | method | controls | h (s) | seed | success | iterations to success | initial loss | final loss | position error (m) | speed (m/s) | unconverged (max per rollout) | s/iteration | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows.iter().take(crate::report::MAX_CELL_ROWS) {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |",
             r.scene_label(),
             r.str("label"),
             r.str("method"),
+            parametrization_of(r),
             r.f64("timestep_s"),
             r.u64("seed"),
             r.u64("success"),
@@ -885,8 +967,8 @@ pub fn draw_loss_curves(dir: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String
     let fig_dir = dir.join("figures");
     std::fs::create_dir_all(&fig_dir).map_err(|e| format!("{}: {e}", fig_dir.display()))?;
     let mut by_scene: BTreeMap<String, Vec<(String, Vec<f64>)>> = BTreeMap::new();
-    for ((scene, label, method, hb), rs) in groups(rows) {
-        let name = format!("{label} {method} h={}", f64::from_bits(hb));
+    for ((scene, label, method, par, hb), rs) in groups(rows) {
+        let name = format!("{label} {method} {par} h={}", f64::from_bits(hb));
         by_scene
             .entry(scene)
             .or_default()
@@ -1061,16 +1143,17 @@ pub fn redraw(dir: &Path, cfg: &ExperimentConfig) -> Result<Vec<PathBuf>, String
 pub fn grid_table(plan: &ControlPlan) -> String {
     let mut out = format!("{} cells\n", plan.cells.len());
     out += &format!(
-        "{:>5}  {:<18} {:<16} {:<16} {:>10} {:>5}  id\n",
-        "#", "scene", "formulation", "method", "timestep_s", "seed"
+        "{:>5}  {:<18} {:<16} {:<16} {:<8} {:>10} {:>5}  id\n",
+        "#", "scene", "formulation", "method", "controls", "timestep_s", "seed"
     );
     for (i, c) in plan.cells.iter().enumerate() {
         out += &format!(
-            "{:>5}  {:<18} {:<16} {:<16} {:>10} {:>5}  {}\n",
+            "{:>5}  {:<18} {:<16} {:<16} {:<8} {:>10} {:>5}  {}\n",
             i,
             c.scene_label,
             c.label,
             c.method.name(),
+            c.parametrization.name(),
             c.timestep_s,
             c.seed,
             c.id
@@ -1092,12 +1175,12 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
         let Some(k) = k.as_str() else { continue };
         let v = v.clone();
         let e = match k {
-            "instances" => serde_yaml_ng::from_value::<u64>(v).err(),
+            "instances" | "first_seed" => serde_yaml_ng::from_value::<u64>(v).err(),
             "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
             "step_size" | "yaw_weight" | "speed_weight" | "step_decay" => {
                 serde_yaml_ng::from_value::<f64>(v).err()
             }
-            "methods" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
+            "methods" | "parametrizations" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
             _ => None,
         };
         if let Some(e) = e {

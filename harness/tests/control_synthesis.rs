@@ -197,3 +197,87 @@ fn bad_speed_weight_and_step_decay_are_errors() {
     assert_bad(&with("step_decay: 1.5"), 8, &["study.step_decay", "(0, 1]"]);
     assert_bad(&with("step_decay: [0.9]"), 8, &["study.step_decay"]);
 }
+
+#[test]
+fn parametrizations_and_first_seed_are_cell_axes_and_wheels_keeps_earlier_ids() {
+    // One method, seeds 5 and 6; first run with the default parametrization (wheels), then with
+    // both: the wheels cells resume (their ids did not change), the drive cells run.
+    let base = TINY
+        .replace(
+            "[adjoint, adjoint_lagged, fd_central]",
+            "[adjoint]\n  first_seed: 5",
+        )
+        .replace("iterations: 2", "iterations: 1");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("p.yaml"), &base).unwrap();
+    let o = contactlab(&["run", "p.yaml", "--jobs", "2"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let both = base.replace(
+        "first_seed: 5",
+        "first_seed: 5\n  parametrizations: [wheels, drive]",
+    );
+    std::fs::write(tmp.path().join("p.yaml"), &both).unwrap();
+    let o = contactlab(&["run", "p.yaml", "--jobs", "2"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("2 resumed, 2 run"), "{out}");
+    let dir = tmp.path().join("results/clitest");
+    let rows: Vec<serde_json::Value> = std::fs::read_dir(dir.join("cells"))
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(rows.len(), 4);
+    for seed in [5, 6] {
+        let get = |par: &str| {
+            rows.iter()
+                .find(|r| r["parametrization"] == par && r["seed"] == seed)
+                .unwrap_or_else(|| panic!("{par} seed {seed}"))
+        };
+        let (w, d) = (get("wheels"), get("drive"));
+        // Same starting knots: the same first loss and, the gradient being the same vector in
+        // other coordinates, a different first update unless the synthesis stopped at once.
+        assert_eq!(w["initial_loss_m2"], d["initial_loss_m2"]);
+        assert_eq!(w["status"], "ok");
+        assert_eq!(d["status"], "ok");
+        if w["success"] == 0 {
+            assert_ne!(w["final_loss_m2"], d["final_loss_m2"], "seed {seed}");
+        }
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("| adjoint | drive |"), "{report}");
+    assert!(report.contains("| adjoint | wheels |"), "{report}");
+}
+
+#[test]
+fn bad_parametrizations_and_first_seed_are_errors() {
+    let with =
+        |extra: &str| TINY.replace("step_size: 0.02", &format!("step_size: 0.02\n  {extra}"));
+    assert_bad(
+        &with("parametrizations: [polar]"),
+        8,
+        &["study.parametrizations[0]", "polar", "wheels, drive"],
+    );
+    assert_bad(
+        &with("parametrizations: [drive, drive]"),
+        8,
+        &["study.parametrizations[1]", "twice"],
+    );
+    assert_bad(
+        &with("parametrizations: []"),
+        8,
+        &["study.parametrizations", "empty"],
+    );
+    assert_bad(
+        &with("parametrizations: drive"),
+        8,
+        &["study.parametrizations"],
+    );
+    assert_bad(
+        &with("first_seed: 0"),
+        8,
+        &["study.first_seed", "at least 1"],
+    );
+    assert_bad(&with("first_seed: -2"), 8, &["study.first_seed"]);
+}

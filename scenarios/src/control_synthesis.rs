@@ -20,6 +20,32 @@
 //! recorded per iterate is the scene's own task loss ([`ControlProblem::task_loss`]: the pose
 //! loss with [`TASK_YAW_WEIGHT`]) and success, whatever the objective's weights.
 //!
+//! # Parametrization
+//!
+//! Adam moves coordinates `y` of the knots, `z = P y` ([`Parametrization`]), and descends along
+//! `Pᵀ ∂L/∂z`; the loss, the gradient methods and the knot bounds are those of `z` (after an
+//! update, `z` is clamped to the bounds and `y` recomputed from it).
+//!
+//! - `wheels`: `y = z`, one coordinate per wheel and knot.
+//! - `drive`: per knot, the forward speed s, the turn rate d and the rear wheel's offset c,
+//!   `z_left = s − d`, `z_right = s + d`, `z_rear = s + c` (box_traversal's wheel order; the
+//!   differential-drive coordinates of a skid-steered base).
+//!
+//! The choice matters because Adam is not invariant to rotations of its coordinates: while a
+//! coordinate's gradient keeps its sign, each update moves it by about α whatever the
+//! gradient's size (Kingma & Ba 2015, §2.1, "the effective step ... is approximately bounded
+//! by α"). box_traversal turns only by skidding, and below a breakaway differential of about
+//! ±0.5 rad/s (left against right, measured: constant commands (1.0, 0.5, 0.75) rad/s end at yaw
+//! 0.0°, (1.5, 0.5, 1.0) at −8.2°) static friction holds the heading, so the final lateral
+//! position depends weakly on the knots near straight driving. In `wheels` coordinates a
+//! wheel's gradient is the forward part (shared by both sides) plus or minus the turning part;
+//! while the forward error dominates, both sides' gradients have the forward part's sign and
+//! Adam moves both by about α: the differential, the only thing that turns the robot, stays
+//! where it started. In `drive` coordinates the turn rate's gradient is the turning part
+//! alone, so Adam moves it by about α per update however small it is and crosses the
+//! breakaway differential within a few updates. The exact gradient is the same in both; only
+//! the steps differ (harness/README.md, "Control synthesis study", has the success rates).
+//!
 //! # Gradient methods (names shared with the gradient-accuracy study of issue 14)
 //!
 //! | method | needs | cost per gradient |
@@ -183,6 +209,97 @@ pub struct ControlProblem {
     /// Weight of the squared final chassis speed in the synthesis objective (s², so that the
     /// term is in m²); default 0 (the objective is the task loss).
     pub speed_weight: f64,
+    /// The coordinates Adam moves (module doc, "Parametrization"); default
+    /// [`Parametrization::Wheels`].
+    pub parametrization: Parametrization,
+}
+
+/// The coordinates of the knot vector that Adam moves (module doc, "Parametrization").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Parametrization {
+    /// One coordinate per wheel and knot: `y = z` (rad/s).
+    #[default]
+    Wheels,
+    /// Per knot: forward speed s, turn rate d and rear offset c (rad/s), with
+    /// `z_left = s − d`, `z_right = s + d`, `z_rear = s + c` (box_traversal's wheel order
+    /// left front, right front, rear).
+    Drive,
+}
+
+impl Parametrization {
+    /// Every parametrization, in display order.
+    pub const ALL: [Parametrization; 2] = [Parametrization::Wheels, Parametrization::Drive];
+
+    /// The name used in experiment files and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Parametrization::Wheels => "wheels",
+            Parametrization::Drive => "drive",
+        }
+    }
+
+    /// Parse a name.
+    ///
+    /// # Errors
+    /// An unknown name, listing the valid ones.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown parametrization '{s}'; valid: {}", names.join(", "))
+            })
+    }
+
+    /// The knot vector `z` (K nu, rad/s) of coordinates `y`: `z = P y`.
+    pub fn knots(self, y: &[f64]) -> Vec<f64> {
+        match self {
+            Parametrization::Wheels => y.to_vec(),
+            Parametrization::Drive => y
+                .chunks(3)
+                .flat_map(|c| [c[0] - c[1], c[0] + c[1], c[0] + c[2]])
+                .collect(),
+        }
+    }
+
+    /// The coordinates `y = P⁻¹ z` of knot vector `z`.
+    pub fn coordinates(self, z: &[f64]) -> Vec<f64> {
+        match self {
+            Parametrization::Wheels => z.to_vec(),
+            Parametrization::Drive => z
+                .chunks(3)
+                .flat_map(|u| {
+                    let s = 0.5 * (u[0] + u[1]);
+                    [s, 0.5 * (u[1] - u[0]), u[2] - s]
+                })
+                .collect(),
+        }
+    }
+
+    /// The gradient with respect to the coordinates, `Pᵀ g`, of a knot gradient `g`.
+    pub fn gradient(self, g: &[f64]) -> Vec<f64> {
+        match self {
+            Parametrization::Wheels => g.to_vec(),
+            Parametrization::Drive => g
+                .chunks(3)
+                .flat_map(|g| [g[0] + g[1] + g[2], g[1] - g[0], g[2]])
+                .collect(),
+        }
+    }
+
+    /// Whether the problem's controls fit this parametrization (`Drive` needs 3 wheels).
+    ///
+    /// # Errors
+    /// `Drive` on a problem whose actuators are not 3 wheels.
+    pub fn check(self, nu: usize) -> Result<(), String> {
+        match self {
+            Parametrization::Drive if nu != 3 => Err(format!(
+                "parametrization 'drive' needs box_traversal's 3 wheels, not {nu} actuators"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Steps of length `h` covering `horizon` (a last partial step counts as one).
@@ -226,6 +343,7 @@ impl ControlProblem {
             wheel_speed: robot.wheel_speed,
             yaw_weight: TASK_YAW_WEIGHT,
             speed_weight: 0.0,
+            parametrization: Parametrization::Wheels,
         })
     }
 
@@ -652,7 +770,10 @@ pub fn synthesize(
     schedule: Schedule,
 ) -> Result<Synthesis, String> {
     let t0 = std::time::Instant::now();
+    let par = p.parametrization;
+    par.check(p.nu())?;
     let mut z = z0.to_vec();
+    let mut y = par.coordinates(&z);
     let mut adam = Adam::new(z.len(), schedule.step_size);
     let mut out = Synthesis::default();
     let bound = p.bound();
@@ -699,10 +820,12 @@ pub fn synthesize(
             break;
         }
         adam.step_size = schedule.at(it + 1);
-        adam.step(&mut z, &g.gradient);
+        adam.step(&mut y, &par.gradient(&g.gradient));
+        z = par.knots(&y);
         for x in &mut z {
             *x = x.clamp(-bound, bound);
         }
+        y = par.coordinates(&z);
     }
     out.knots = z;
     out.wall_s = t0.elapsed().as_secs_f64();
@@ -838,6 +961,34 @@ mod tests {
         // The task loss ignores both weights.
         let task = box_traversal_loss(&s, &p.target, TASK_YAW_WEIGHT);
         assert_eq!(p.task_loss(&s), task);
+    }
+
+    #[test]
+    fn drive_coordinates_invert_and_their_gradient_is_the_transpose() {
+        let par = Parametrization::Drive;
+        let z: Vec<f64> = (0..30).map(|i| (i as f64 * 0.53).sin()).collect();
+        let y = par.coordinates(&z);
+        for (a, b) in par.knots(&y).iter().zip(&z) {
+            assert!((a - b).abs() < 1e-15, "z = P P^-1 z");
+        }
+        // Knot 0 of z: left 0, right sin(0.53), rear sin(1.06).
+        let (l, r, b) = (z[0], z[1], z[2]);
+        assert!((y[0] - 0.5 * (l + r)).abs() < 1e-15 && (y[1] - 0.5 * (r - l)).abs() < 1e-15);
+        assert!((y[2] - (b - 0.5 * (l + r))).abs() < 1e-15);
+        // <g, P y> = <P^T g, y> for the linear map.
+        let g: Vec<f64> = (0..30).map(|i| (i as f64 * 0.29).cos()).collect();
+        let lhs: f64 = g.iter().zip(par.knots(&y)).map(|(a, b)| a * b).sum();
+        let rhs: f64 = par.gradient(&g).iter().zip(&y).map(|(a, b)| a * b).sum();
+        assert!((lhs - rhs).abs() < 1e-12, "{lhs} vs {rhs}");
+        // A pure turn slows the left wheel and speeds the right one (positive yaw rate).
+        let turn = par.knots(&[1.0, 0.25, 0.0]);
+        assert_eq!(turn, vec![0.75, 1.25, 1.0]);
+        assert!(par.check(3).is_ok() && par.check(4).is_err());
+        assert_eq!(Parametrization::Wheels.knots(&z), z);
+        assert_eq!(Parametrization::parse("drive"), Ok(Parametrization::Drive));
+        assert!(Parametrization::parse("polar")
+            .unwrap_err()
+            .contains("wheels, drive"));
     }
 
     #[test]
