@@ -403,14 +403,19 @@ fn cmd_simulate(a: SimulateArgs, catalog: &Catalog) -> anyhow::Result<()> {
     } else {
         format!("; ignored features: {ignored}")
     };
+    // The solver's unconverged steps are part of the summary, not only of the log's column.
+    let unconverged = match out.acc.nonconverged() {
+        0 => String::new(),
+        n => format!(" ({n} of them unconverged; the log's `converged` column says which)"),
+    };
     match &out.diverged {
         None => println!(
-            "{}: {} steps, ok{ignored}",
+            "{}: {} steps{unconverged}, ok{ignored}",
             a.out.display(),
             out.acc.steps()
         ),
         Some(why) => println!(
-            "{}: {} steps, diverged: {why}{ignored}",
+            "{}: {} steps{unconverged}, diverged: {why}{ignored}",
             a.out.display(),
             out.acc.steps()
         ),

@@ -241,6 +241,11 @@ impl Accumulator {
         self.steps
     }
 
+    /// Steps whose solver did not converge so far.
+    pub fn nonconverged(&self) -> u64 {
+        self.nonconverged
+    }
+
     /// Write the measured columns into `row`.
     pub fn finish(&self, row: &mut Row) {
         row.set_u64("steps", self.steps);

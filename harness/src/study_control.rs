@@ -167,6 +167,34 @@ pub struct ControlPlan {
     pub cells: Vec<ControlCell>,
 }
 
+/// Top-level experiment keys that a control-synthesis study does not read, with what to use
+/// instead: given, they would silently do nothing.
+const IGNORED_TOP_LEVEL: &[(&str, &str)] = &[
+    ("horizon", "the horizon is the scene's `horizon` parameter"),
+    (
+        "reference",
+        "the study scores task success, not trajectories",
+    ),
+    (
+        "metrics",
+        "the rows carry the synthesis metrics; the report's tables are fixed",
+    ),
+    ("figures", "the loss-curve figure is always drawn"),
+    ("log_steps", "synthesis rollouts write no per-step logs"),
+    (
+        "accuracy_threshold",
+        "the study scores task success, not trajectories",
+    ),
+    (
+        "reanchor_window",
+        "the study scores task success, not trajectories",
+    ),
+];
+
+/// Most spline knots per wheel (a knot per step is the finest control; 10,000 is far above any
+/// horizon / timestep a synthesis can afford).
+pub const MAX_KNOTS: usize = 10_000;
+
 /// Validate a `control_synthesis` experiment and expand its cells.
 ///
 /// # Errors
@@ -188,6 +216,17 @@ pub fn plan(
     let StudySpec::ControlSynthesis(spec) = &cfg.study else {
         return Err(err("study", "is not a control_synthesis study".into()));
     };
+    for (key, why) in IGNORED_TOP_LEVEL {
+        let prefix = format!("{key}:");
+        if let Some(line) = text.lines().position(|l| l.starts_with(&prefix)) {
+            return Err(ConfigError {
+                file: file.to_path_buf(),
+                line: Some(line + 1),
+                key: (*key).to_string(),
+                message: format!("has no effect in a control_synthesis study: {why}"),
+            });
+        }
+    }
     let spec = spec.clone();
     if spec.instances == 0 {
         return Err(err("study.instances", "must be at least 1".into()));
@@ -240,10 +279,13 @@ pub fn plan(
             ),
         ));
     }
-    if spec.knots < 2 {
+    if spec.knots < 2 || spec.knots > MAX_KNOTS {
         return Err(err(
             "study.knots",
-            format!("must be at least 2; got {}", spec.knots),
+            format!(
+                "must be at least 2 and at most {MAX_KNOTS}; got {}",
+                spec.knots
+            ),
         ));
     }
     if spec.methods.is_empty() {
@@ -251,7 +293,12 @@ pub fn plan(
     }
     let mut methods = Vec::new();
     for (i, m) in spec.methods.iter().enumerate() {
-        methods.push(GradientMethod::parse(m).map_err(|e| err(&format!("study.methods[{i}]"), e))?);
+        let key = format!("study.methods[{i}]");
+        let method = GradientMethod::parse(m).map_err(|e| err(&key, e))?;
+        if methods.contains(&method) {
+            return Err(err(&key, format!("'{m}' is listed twice")));
+        }
+        methods.push(method);
     }
     if spec.parametrizations.is_empty() {
         return Err(err(
@@ -273,6 +320,25 @@ pub fn plan(
     }
     if cfg.formulations.is_empty() {
         return Err(err("formulations", "is empty; list at least one".into()));
+    }
+    for (list, labels) in [
+        (
+            "scenes",
+            cfg.scenes.iter().map(|e| e.label()).collect::<Vec<_>>(),
+        ),
+        (
+            "formulations",
+            cfg.formulations.iter().map(|e| e.label()).collect(),
+        ),
+    ] {
+        for (i, l) in labels.iter().enumerate() {
+            if let Some(j) = labels[..i].iter().position(|m| m == l) {
+                return Err(err(
+                    &format!("{list}[{i}]"),
+                    format!("duplicate label '{l}' (also {list}[{j}]); give each entry a distinct `label` so their results are not merged"),
+                ));
+            }
+        }
     }
     let mut timesteps = vec![DEFAULT_TIMESTEP_S];
     for (axis, values) in &cfg.sweep {
@@ -300,12 +366,15 @@ pub fn plan(
             return Err(err(&key, "is empty; give at least one value".into()));
         }
     }
-    let n = cfg.scenes.len() as u64
-        * cfg.formulations.len() as u64
-        * methods.len() as u64
-        * parametrizations.len() as u64
-        * timesteps.len() as u64
-        * spec.instances;
+    let n = [
+        cfg.formulations.len() as u64,
+        methods.len() as u64,
+        parametrizations.len() as u64,
+        timesteps.len() as u64,
+        spec.instances,
+    ]
+    .iter()
+    .fold(cfg.scenes.len() as u64, |a, &b| a.saturating_mul(b));
     if n > contactlab_scenarios::limits::MAX_CELLS as u64 {
         return Err(err(
             "study.instances",
@@ -315,6 +384,9 @@ pub fn plan(
             ),
         ));
     }
+    let max_steps = cfg
+        .max_steps
+        .unwrap_or(contactlab_scenarios::limits::DEFAULT_MAX_STEPS);
     let mut cells = Vec::new();
     for (si, s) in cfg.scenes.iter().enumerate() {
         if !SCENES.contains(&s.name.as_str()) {
@@ -363,6 +435,24 @@ pub fn plan(
                             if seed == spec.first_seed {
                                 let p = ControlProblem::box_traversal(&scene_params, h, spec.knots)
                                     .map_err(|e| err(&format!("scenes[{si}]"), e.to_string()))?;
+                                if h > p.horizon {
+                                    return Err(err(
+                                        "sweep.timestep",
+                                        format!(
+                                            "timestep {h} s is longer than the scene's horizon {} s",
+                                            p.horizon
+                                        ),
+                                    ));
+                                }
+                                if p.steps as u64 > max_steps {
+                                    return Err(err(
+                                        "sweep.timestep",
+                                        format!(
+                                            "timestep {h} s gives {} steps per rollout, over the limit of {max_steps} (raise it with `max_steps:`)",
+                                            p.steps
+                                        ),
+                                    ));
+                                }
                                 par.check(p.nu())
                                     .map_err(|e| err("study.parametrizations", e))?;
                             }

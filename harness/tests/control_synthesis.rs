@@ -281,3 +281,52 @@ fn bad_parametrizations_and_first_seed_are_errors() {
     );
     assert_bad(&with("first_seed: -2"), 8, &["study.first_seed"]);
 }
+
+#[test]
+fn duplicates_unread_keys_and_oversized_studies_are_errors() {
+    assert_bad(
+        &TINY.replace(
+            "[adjoint, adjoint_lagged, fd_central]",
+            "[adjoint, adjoint]",
+        ),
+        5,
+        &["study.methods[1]", "twice"],
+    );
+    assert_bad(
+        &TINY.replace("  - name: ncp_fb\n", "  - name: ncp_fb\n  - name: ncp_fb\n"),
+        15,
+        &["formulations[1]", "duplicate label"],
+    );
+    assert_bad(
+        &format!("{TINY}horizon: 3.0\n"),
+        17,
+        &["horizon", "no effect", "scene's `horizon`"],
+    );
+    assert_bad(
+        &format!("{TINY}log_steps: true\n"),
+        17,
+        &["log_steps", "no effect"],
+    );
+    assert_bad(
+        &TINY.replace("iterations: 2", "iterations: 2\n  knots: 100000000"),
+        7,
+        &["study.knots", "at most 10000"],
+    );
+    assert_bad(
+        &TINY.replace("instances: 2", "instances: 4611686018427387904"),
+        4,
+        &["study.instances", "over the limit"],
+    );
+    // The box moved away, horizon 3 s: a 5 s step is longer than the horizon; a 1e-9 s step
+    // gives 3e9 steps, over the 1e7 limit.
+    assert_bad(
+        &TINY.replace("timestep: [0.05]", "timestep: [5.0]"),
+        16,
+        &["sweep.timestep", "longer than the scene's horizon"],
+    );
+    assert_bad(
+        &TINY.replace("timestep: [0.05]", "timestep: [1.0e-9]"),
+        16,
+        &["sweep.timestep", "over the limit"],
+    );
+}

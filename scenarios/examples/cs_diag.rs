@@ -7,6 +7,10 @@ use contactlab_scenarios::control_synthesis::*;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 3 || (a[0] == "turn" && a.len() < 4) {
+        eprintln!("usage: cs_diag YAW_WEIGHT SPEED_WEIGHT SEED... | cs_diag turn LEFT RIGHT REAR");
+        std::process::exit(2);
+    }
     if a[0] == "turn" {
         // Constant wheel commands (left front, right front, rear) over the whole horizon on
         // the nominal instance: how far the robot turns and moves sideways.

@@ -1,5 +1,5 @@
 //! Control-synthesis parametrization probe (issue 13): runs the synthesis of
-//! `configs/control_synthesis.yaml` (ncp_fb, h = 50 ms, 10 knots, Adam α 0.1 decaying 0.95,
+//! `configs/control_synthesis.yaml` (ncp_fb, h = 50 ms, 10 knots, Adam α 0.1 decaying 0.97,
 //! speed weight 0.5, 50 updates) on the given seeds with a chosen gradient method and
 //! parametrization, and prints each outcome and the success count.
 //! `cargo run --example cs_param -- METHOD PARAMETRIZATION SEED...` (`all` for seeds 1..=50).
@@ -36,7 +36,7 @@ fn main() {
             50,
             Schedule {
                 step_size: env("CS_STEP", 0.1),
-                step_decay: env("CS_DECAY", 0.95),
+                step_decay: env("CS_DECAY", 0.97),
             },
         )
         .unwrap();

@@ -36,7 +36,7 @@
 //! gradient's size (Kingma & Ba 2015, §2.1, "the effective step ... is approximately bounded
 //! by α"). box_traversal turns only by skidding, and below a breakaway differential of about
 //! ±0.5 rad/s (left against right, measured: constant commands (1.0, 0.5, 0.75) rad/s end at yaw
-//! 0.0°, (1.5, 0.5, 1.0) at −8.2°) static friction holds the heading, so the final lateral
+//! 0.0°, (1.5, 0.5, 1.0) at −8.6°) static friction holds the heading, so the final lateral
 //! position depends weakly on the knots near straight driving. In `wheels` coordinates a
 //! wheel's gradient is the forward part (shared by both sides) plus or minus the turning part;
 //! while the forward error dominates, both sides' gradients have the forward part's sign and
@@ -71,7 +71,7 @@
 //! the knot bounds. The default step size [`DEFAULT_STEP_SIZE`] = 0.1 rad/s is Adam's largest
 //! move of one knot per iteration (≈ α while the gradient's sign is steady): 5 % of the
 //! ±2 rad/s range, so 50 iterations can move a knot by its whole range while the final
-//! position, ~0.035 m per 0.1 rad/s of one knot's 0.67 s span at r = 0.35 m, moves by a
+//! position, ~0.023 m per 0.1 rad/s of one knot's 0.67 s span at r = 0.35 m, moves by a
 //! fraction of the 0.2 m success radius per iteration.
 
 use contactlab_solvers::formulation::{self, Formulation};

@@ -22,6 +22,7 @@ pub mod engine;
 pub mod features;
 pub mod formulation;
 pub mod geometry;
+pub mod implicit;
 pub mod kinematics;
 pub mod model;
 pub mod ncp_fb;

@@ -112,11 +112,22 @@ pub fn detect_with_margin(
     kin: &crate::kinematics::Kinematics,
     extra: f64,
 ) -> Vec<Contact> {
+    detect_with_pair_margin(model, kin, |_, _| extra)
+}
+
+/// [`detect`] with the detection distance of pair `(g0, g1)` widened by `extra(g0, g1)` (m;
+/// negative values count as 0), as [`detect_with_margin`] with a margin per pair.
+pub fn detect_with_pair_margin(
+    model: &crate::model::Model,
+    kin: &crate::kinematics::Kinematics,
+    extra: impl Fn(usize, usize) -> f64,
+) -> Vec<Contact> {
     let mut out = Vec::new();
     for (g0, g1) in broad_phase::filtered_pairs(model) {
         let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);
         let mut wide = material;
-        wide.margin += extra.max(0.0);
+        let e = extra(g0, g1);
+        wide.margin += if e.is_finite() { e.max(0.0) } else { 0.0 };
         if !broad_phase::bounds_overlap(model, kin, g0, g1, wide.margin + wide.gap) {
             continue;
         }

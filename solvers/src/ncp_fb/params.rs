@@ -60,6 +60,10 @@ pub struct NcpFbParams {
     /// complementarity rows, so a resting contact (gap ≈ ε²/(2 h² w_n λ_n) > 0) and a contact
     /// that closes within the step are seen (a far one simply carries no impulse).
     pub detection_margin: f64,
+    /// Speculative contacts ([`super::speculative`]): widen each pair's detection
+    /// distance by the distance its geoms can close within the step, and keep a contact
+    /// farther than `detection_margin` only if its own closing bound reaches it. Default true.
+    pub speculative: bool,
     /// Contacts of the same geom pair whose points are within this distance (m) with the same
     /// normal are merged into one ([`super::reduce`]): redundant points make the Delassus
     /// operator singular and the maximal-dissipation friction indeterminate; 0 disables.
@@ -127,6 +131,7 @@ impl Default for NcpFbParams {
             full_step_period: 4,
             nonmonotone_memory: 8,
             detection_margin: 0.01,
+            speculative: true,
             merge_distance: 1e-4,
             compliance: 1e-8,
             servo_form: ServoForm::Paper,
@@ -153,6 +158,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "full_step_period", default: "4", unit: "-", doc: "first pass: full Newton steps with a line search every m-th iteration (0: no full-step pass)" },
     ParamDoc { name: "nonmonotone_memory", default: "8", unit: "-", doc: "non-monotone line search: accept against the largest merit of the last M iterates (1: monotone Armijo)" },
     ParamDoc { name: "detection_margin", default: "0.01", unit: "m", doc: "extra collision distance: contacts this far apart get rows (no impulse unless they close)" },
+    ParamDoc { name: "speculative", default: "true", unit: "-", doc: "also give rows to contacts farther apart that can close within the step (bound: 2 (h max(0, -gap rate) + h^2 |g|))" },
     ParamDoc { name: "merge_distance", default: "1e-4", unit: "m", doc: "merge contacts of one geom pair closer than this with the same normal (redundant points); 0 disables" },
     ParamDoc { name: "compliance", default: "1e-8", unit: "m/N", doc: "compliance E of the equality rows, c(q+) + E lambda = 0" },
     ParamDoc { name: "servo_form", default: "paper", unit: "-", doc: "servos as implicit rows: paper (position servo alpha = (kv + h kp)^-1, b = e/h), implicit_pd (true implicit PD), or explicit forces; velocity servos are the same row in paper and implicit_pd" },

@@ -13,7 +13,9 @@
 //!    and the exact line search ([`solver`], [`linesearch`]), warm-started from the previous
 //!    step's solution when that is cheaper than a0.
 //! 4. Semi-implicit Euler: `v += h a` (with `(M + h B)⁻¹` when joints are damped, MuJoCo's
-//!    eulerdamp), then positions from the new velocities.
+//!    eulerdamp), then positions from the new velocities; or, with `integrator: implicitfast`
+//!    or `implicit` (the model's option or the parameter), MuJoCo's velocity-implicit update
+//!    `(M − h D) a = qfrc_smooth + Jᵀ f` ([`crate::implicit`]).
 //!
 //! Scope notes: islands are merged into one problem whose convergence scale is
 //! `1/Σ M_ii` over the constrained kinematic trees (identical to MuJoCo when there is one
@@ -66,7 +68,8 @@ pub struct SoftConvexParams {
     pub warmstart: Option<bool>,
     /// Raise solref time constants to at least 2h.
     pub refsafe: Option<bool>,
-    /// Integrator: `euler` (semi-implicit, implicit joint damping); others are not implemented.
+    /// Integrator: `euler` (semi-implicit, implicit joint damping), `implicitfast` or `implicit`
+    /// (MuJoCo's velocity-implicit updates, [`crate::implicit`]); `rk4` is not implemented.
     pub integrator: Option<Integrator>,
     /// Replace every contact's solref by the direct-format solref that realizes a physical
     /// spring-damper along the normal ([`rows::physical_solref`]), with the geoms' penalty
@@ -172,7 +175,7 @@ pub const PARAMS: &[ParamDoc] = &[
         name: "integrator",
         default: "model",
         unit: "-",
-        doc: "integrator: euler (semi-implicit, implicit joint damping)",
+        doc: "integrator: euler (semi-implicit, implicit joint damping), implicitfast or implicit (MuJoCo's velocity-implicit updates)",
     },
     ParamDoc {
         name: "physical_contact",
@@ -293,11 +296,10 @@ impl SoftConvex {
         if params.solver == Some(SolverKind::Pgs) {
             return Err(bad("solver pgs is not implemented; use newton or cg".into()));
         }
-        if params.integrator.is_some_and(|i| i != Integrator::Euler) {
-            return Err(bad(format!(
-                "integrator {:?} is not implemented; use euler",
-                params.integrator.unwrap()
-            )));
+        if params.integrator == Some(Integrator::Rk4) {
+            return Err(bad(
+                "integrator rk4 is not implemented; use euler, implicitfast or implicit".into(),
+            ));
         }
         Ok(Self {
             params,
@@ -354,13 +356,13 @@ impl SoftConvex {
             );
         }
         let p = self.params.resolve(&model.options);
-        if p.solver == SolverKind::Pgs || p.integrator != Integrator::Euler {
+        if p.solver == SolverKind::Pgs || p.integrator == Integrator::Rk4 {
             // The model asks for what this formulation does not implement: say so in every
             // report rather than silently substituting another method.
             let what = if p.solver == SolverKind::Pgs {
                 "solver pgs"
             } else {
-                "an integrator other than euler"
+                "integrator rk4"
             };
             let r = StepReport { diverged: Some(format!("soft_convex: the model's options ask for {what}, which is not implemented; set it in the formulation's parameters")), ..StepReport::default() };
             return (r, None);
@@ -459,12 +461,38 @@ impl SoftConvex {
             )
         };
 
-        // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp).
+        // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp). Or
+        // MuJoCo's velocity-implicit update (mj_implicitSkip).
         let damping = DVector::from_iterator(
             model.nv,
             (0..model.nv).map(|d| model.joints[model.dof_joint[d]].damping),
         );
-        let a_int = if damping.iter().any(|&b| b > 0.0) {
+        let a_int = if p.integrator != Integrator::Euler {
+            let qfrc = &f_s + rows.j.transpose() * &force;
+            let mh = crate::implicit::update_matrix(
+                model,
+                &kin,
+                &m,
+                &state.q,
+                &state.v,
+                u,
+                h,
+                p.integrator,
+            );
+            match crate::implicit::update_accelerations(mh, &qfrc) {
+                Some(a) => a,
+                None => {
+                    let r = StepReport {
+                        diverged: Some(format!(
+                            "soft_convex: the {:?} update matrix M - h D is singular at t = {:.6} s",
+                            p.integrator, state.t
+                        )),
+                        ..StepReport::default()
+                    };
+                    return (r, None);
+                }
+            }
+        } else if damping.iter().any(|&b| b > 0.0) {
             let qfrc_constraint = rows.j.transpose() * &force;
             let mh = &m + DMatrix::from_diagonal(&(damping * h));
             mh.cholesky()
