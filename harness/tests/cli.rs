@@ -397,7 +397,7 @@ fn ncp_fb_step_without_a_finite_newton_direction_is_reported_diverged_not_ok() {
     println!("{out}");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        out.contains("1 steps, diverged: ncp_fb step failed at t = 0.000000 s: no finite Newton direction at iteration 1"),
+        out.contains("1 steps (1 of them unconverged; the log's `converged` column says which), diverged: ncp_fb step failed at t = 0.000000 s: no finite Newton direction at iteration 1"),
         "{out}"
     );
     assert!(!out.contains("ok"), "{out}");

@@ -219,7 +219,9 @@ pub enum Integrator {
     /// Semi-implicit Euler, with implicit joint damping (MuJoCo `Euler`, the default).
     #[default]
     Euler,
-    /// Implicit in velocity, without the Coriolis derivatives (MuJoCo `implicitfast`).
+    /// Implicit in velocity, without the Coriolis derivatives (MuJoCo `implicitfast`; written
+    /// `implicitfast` as in MJCF, `implicit_fast` also accepted).
+    #[serde(rename = "implicitfast", alias = "implicit_fast")]
     ImplicitFast,
     /// Implicit in velocity (MuJoCo `implicit`).
     Implicit,

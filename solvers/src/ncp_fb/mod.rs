@@ -785,6 +785,9 @@ mod tests {
             };
             match val {
                 serde_json::Value::String(s) => assert_eq!(s, doc.default, "{}", doc.name),
+                serde_json::Value::Bool(b) => {
+                    assert_eq!(b.to_string(), doc.default, "{}", doc.name)
+                }
                 val => assert_eq!(
                     val.as_f64().unwrap(),
                     doc.default.parse::<f64>().unwrap(),

@@ -57,6 +57,10 @@ pub struct SignoriniParams {
     pub refsafe: Option<bool>,
     /// Use Genesis' per-contact normal-force latch (PR #3381) instead of the iterate's force.
     pub latch: bool,
+    /// Integrator: `euler` (the default, whatever the model's option: the Genesis references
+    /// were made with it), `implicitfast` or `implicit` (MuJoCo's velocity-implicit updates,
+    /// [`crate::implicit`], on soft_convex's pipeline); `rk4` is not implemented.
+    pub integrator: Option<Integrator>,
 }
 
 /// Parameter documentation, in the order of [`SignoriniParams`].
@@ -121,6 +125,12 @@ pub const PARAMS: &[ParamDoc] = &[
         unit: "-",
         doc: "per-contact normal-force latch of Genesis PR #3381",
     },
+    ParamDoc {
+        name: "integrator",
+        default: "euler",
+        unit: "-",
+        doc: "integrator: euler, implicitfast or implicit (MuJoCo's velocity-implicit updates)",
+    },
 ];
 
 /// Registry entry.
@@ -168,7 +178,7 @@ impl Signorini {
             impratio: p.impratio,
             warmstart: p.warmstart,
             refsafe: p.refsafe,
-            integrator: Some(Integrator::Euler),
+            integrator: Some(p.integrator.unwrap_or(Integrator::Euler)),
             ..SoftConvexParams::default()
         })
         .map_err(|e| match e {
@@ -226,10 +236,23 @@ impl Formulation for Signorini {
                 ),
             ));
         }
-        out.extend(crate::features::integrator(
-            model,
-            "signorini integrates with semi-implicit Euler",
-        ));
+        if self.inner.params.integrator == Some(Integrator::Euler) {
+            out.extend(crate::features::integrator(
+                model,
+                "signorini integrates with semi-implicit Euler unless its `integrator` parameter says otherwise",
+            ));
+        } else if model.options.integrator != Integrator::Euler
+            && self.inner.params.integrator != Some(model.options.integrator)
+        {
+            out.push(crate::features::IgnoredFeature::new(
+                "option.integrator",
+                format!(
+                    "the model asks for integrator {:?}: signorini integrates with its `integrator` parameter, {:?}",
+                    model.options.integrator,
+                    self.inner.params.integrator.unwrap_or_default()
+                ),
+            ));
+        }
         out
     }
 }

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""MuJoCo references for soft_convex on general models (issue 18): one MJCF per case in
+general/<name>.xml, its trajectory in general/<name>.csv, and general/<name>.json with the
+constant controls applied at every step and MuJoCo's version.
+
+Usage: python gen_general.py   (pip install mujoco==4.0.0 mujoco-core==4.0.1 numpy)
+
+CSV rows: t, qpos.., qvel.., ncon, nactive; row 0 the initial state, row k the state after k
+calls of mj_step with d.ctrl = the case's controls; ncon the contacts MuJoCo detects at that
+state and nactive those with a positive normal force (mj_contactForce) in the step leaving it
+(a contact at exactly zero distance is detected but gets no constraint row, so carries none). qpos/qvel exactly as MuJoCo stores them (a free joint
+is x y z qw qx qy qz | vx vy vz (world) wx wy wz (body frame)).
+"""
+import json
+import os
+
+import mujoco
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "general")
+
+PENDULUM = """<mujoco model="{name}">
+  <option timestep="0.01" integrator="{integrator}"/>
+  <worldbody>
+    <body name="link1" pos="0 0 1">
+      <joint name="hinge1" type="hinge" axis="0 1 0" damping="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.04" mass="1" contype="0" conaffinity="0"/>
+      <body name="link2" pos="0.5 0 0">
+        <joint name="hinge2" type="hinge" axis="0 1 0" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.6" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <velocity name="spin1" joint="hinge1" kv="20"/>
+    <position name="hold2" joint="hinge2" kp="50" kv="5"/>
+  </actuator>
+</mujoco>
+"""
+
+FREE_SPIN = """<mujoco model="{name}">
+  <option timestep="0.01" integrator="{integrator}" gravity="0 0 0"/>
+  <worldbody>
+    <body name="box" pos="0 0 0">
+      <freejoint name="free"/>
+      <geom type="box" size="0.1 0.2 0.3" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# A skid-steered cart: a free chassis with two sphere wheels on hinges driven by velocity
+# servos (kv 2, forcerange 1 N m: saturated at the start, free later) on a plane.
+CART = """<mujoco model="{name}">
+  <option timestep="0.01" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="chassis" pos="0 0 0.1">
+      <freejoint name="free"/>
+      <geom type="box" size="0.15 0.1 0.02" mass="2" contype="0" conaffinity="0"/>
+      <geom name="skid" type="sphere" pos="-0.12 0 -0.05" size="0.05" mass="0.1" friction="0.1"/>
+      <body name="wheel_l" pos="0.08 0.13 0">
+        <joint name="left" type="hinge" axis="0 1 0" damping="0.01"/>
+        <geom type="sphere" size="0.1" mass="0.3"/>
+      </body>
+      <body name="wheel_r" pos="0.08 -0.13 0">
+        <joint name="right" type="hinge" axis="0 1 0" damping="0.01"/>
+        <geom type="sphere" size="0.1" mass="0.3"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <velocity name="drive_l" joint="left" kv="2" forcelimited="true" forcerange="-1 1"/>
+    <velocity name="drive_r" joint="right" kv="2" forcelimited="true" forcerange="-1 1"/>
+  </actuator>
+</mujoco>
+"""
+
+CASES = [
+    # name, template, integrator, controls, initial qvel (None: zero), seconds
+    ("pendulum_implicitfast", PENDULUM, "implicitfast", [3.0, 0.4], None, 2.0),
+    ("pendulum_implicit", PENDULUM, "implicit", [3.0, 0.4], None, 2.0),
+    ("free_spin_implicitfast", FREE_SPIN, "implicitfast", [], [0, 0, 0, 3.0, 0.2, 0.1], 2.0),
+    ("free_spin_implicit", FREE_SPIN, "implicit", [], [0, 0, 0, 3.0, 0.2, 0.1], 2.0),
+    ("cart_implicitfast", CART, "implicitfast", [6.0, 3.0], None, 2.0),
+    ("cart_implicit", CART, "implicit", [6.0, 3.0], None, 2.0),
+]
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, template, integrator, ctrl, qvel0, seconds in CASES:
+        xml = template.format(name=name, integrator=integrator)
+        with open(os.path.join(OUT, f"{name}.xml"), "w") as f:
+            f.write(xml)
+        m = mujoco.MjModel.from_xml_string(xml)
+        d = mujoco.MjData(m)
+        if qvel0 is not None:
+            d.qvel[:] = qvel0
+        d.ctrl[:] = ctrl
+        steps = int(round(seconds / m.opt.timestep))
+        header = (["t"] + [f"qpos{i}" for i in range(m.nq)] + [f"qvel{i}" for i in range(m.nv)]
+                  + ["ncon", "nactive"])
+        rows = []
+        for k in range(steps + 1):
+            mujoco.mj_forward(m, d)
+            nactive = 0
+            for i in range(d.ncon):
+                f6 = np.zeros(6)
+                mujoco.mj_contactForce(m, d, i, f6)
+                nactive += int(f6[0] > 0)
+            rows.append([d.time, *d.qpos, *d.qvel, d.ncon, nactive])
+            if k < steps:
+                mujoco.mj_step(m, d)
+        with open(os.path.join(OUT, f"{name}.csv"), "w") as f:
+            f.write(",".join(header) + "\n")
+            for r in rows:
+                f.write(",".join(repr(float(x)) for x in r) + "\n")
+        meta = {"ctrl": ctrl, "qvel0": qvel0, "timestep": m.opt.timestep, "steps": steps,
+                "mujoco": mujoco.mj_versionString()}
+        with open(os.path.join(OUT, f"{name}.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        print(name, steps, "steps, final qpos", d.qpos[:3])
+
+
+if __name__ == "__main__":
+    main()
