@@ -582,7 +582,12 @@ pub const COLUMNS: &[ColumnDef] = &[
     c(
         "success",
         Kind::U64,
-        "1 if an iterate's final state is within 0.2 m of the target and below 0.3 m/s",
+        "1 if an iterate's final state is within 0.2 m of the target and below 0.3 m/s, and its rollout breaks none of the harness's divergence rules",
+    ),
+    c(
+        "physical_violation",
+        Kind::Str,
+        "the harness's divergence rule (non-finite state, energy rise, deep penetration, speed bound) that the last iterate's rollout breaks; empty if none",
     ),
     c(
         "iterations_to_success",
@@ -706,6 +711,33 @@ pub fn run_cell(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
     row
 }
 
+/// The harness's divergence rules ([`crate::metrics::Accumulator`]) on the rollout of knots `z`
+/// of problem `p`: the first rule that fires, or the formulation's own divergence.
+///
+/// # Errors
+/// The scene or formulation does not build.
+fn physical_check(
+    cell: &ControlCell,
+    p: &ControlProblem,
+    z: &[f64],
+) -> Result<Option<String>, String> {
+    let scene =
+        contactlab_scenarios::build(&cell.scene, &cell.scene_params).map_err(|e| e.to_string())?;
+    let mut f = cell.formulation.build()?;
+    let mut state = p.initial.clone();
+    let mut acc = crate::metrics::Accumulator::new(&scene, &state);
+    for u in p.controls(z) {
+        let r = f.step(&p.model, &mut state, &u, p.h);
+        if let Some(why) = r.diverged.clone() {
+            return Ok(Some(why));
+        }
+        if let Some(why) = acc.observe(&p.model, &state, &r) {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
+}
+
 fn synthesize_cell(
     plan: &ControlPlan,
     cell: &ControlCell,
@@ -737,10 +769,18 @@ fn synthesize_cell(
             step_decay: plan.spec.step_decay,
         },
     )?;
-    row.set_u64("success", u64::from(s.success()));
+    // The last iterate's rollout (the successful one, if any) under the harness's divergence
+    // rules, which the synthesis's own rollouts do not apply: a success that sinks a wheel
+    // into the ground is not one.
+    let violation = physical_check(cell, &p, &s.knots)?;
+    let success = s.success() && violation.is_none();
+    row.set_str("physical_violation", violation.clone().unwrap_or_default());
+    row.set_u64("success", u64::from(success));
     row.set_f64(
         "iterations_to_success",
-        s.iterations_to_success.map_or(f64::NAN, |i| i as f64),
+        s.iterations_to_success
+            .filter(|_| success)
+            .map_or(f64::NAN, |i| i as f64),
     );
     row.set_u64("iterations_run", s.losses.len().saturating_sub(1) as u64);
     row.set_f64(
@@ -781,7 +821,14 @@ fn synthesize_cell(
     row.set_str("loss_curve", Value::Array(curve).to_string());
     let objective: Vec<Value> = s.objectives.iter().map(|&l| json!(l)).collect();
     row.set_str("objective_curve", Value::Array(objective).to_string());
-    Ok(s.stopped)
+    let succeeded = s.success();
+    Ok(match (s.stopped, &violation) {
+        (Some(why), _) => Some(why),
+        (None, Some(rule)) if succeeded => Some(format!(
+            "the successful iterate's rollout breaks the harness's rule ({rule}): not counted as a success"
+        )),
+        (None, _) => None,
+    })
 }
 
 /// Run the study into `opts.dir` (resumable, like [`crate::runner::run`]).

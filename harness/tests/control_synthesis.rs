@@ -59,6 +59,8 @@ fn tiny_synthesis_writes_one_row_per_instance_and_method() {
         assert_eq!(r["status"], "ok", "{r}");
         // Flat ground: every forward step converges.
         assert_eq!(r["unconverged_steps"], 0, "{r}");
+        // Flat ground at 0.05 s: the last iterate's rollout breaks none of the harness's rules.
+        assert_eq!(r["physical_violation"], "", "{r}");
         assert_eq!(r["steps"], 60);
         let c = curve(r);
         let updates = r["iterations_run"].as_u64().unwrap() as usize;
