@@ -1080,22 +1080,26 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
     s
 }
 
-/// The median loss over a series' instances at each iterate; an instance that stopped
-/// (success) keeps its last loss.
+/// The median loss at each iterate over a series' instances that took at least one Adam update
+/// (those successful at the start have one point and would flatten the median); an instance
+/// that stopped (success) keeps its last loss. All instances when none took an update.
 fn median_curve(rs: &[&Row]) -> Vec<f64> {
-    let curves: Vec<Vec<f64>> = rs
+    let all: Vec<Vec<f64>> = rs
         .iter()
         .map(|r| serde_json::from_str(r.str("loss_curve")).unwrap_or_default())
         .filter(|c: &Vec<f64>| !c.is_empty())
         .collect();
+    let updated: Vec<Vec<f64>> = all.iter().filter(|c| c.len() > 1).cloned().collect();
+    let curves = if updated.is_empty() { all } else { updated };
     let n = curves.iter().map(Vec::len).max().unwrap_or(0);
     (0..n)
         .map(|i| median(curves.iter().map(|c| c[i.min(c.len() - 1)]).collect()))
         .collect()
 }
 
-/// Draw `figures/loss_curves__<scene>.svg` and `.png`: the median task loss over instances
-/// against the Adam iteration, one line per (formulation, method, timestep), log y.
+/// Draw `figures/loss_curves__<scene>.svg` and `.png`: the median task loss over the instances
+/// that took an Adam update ([`median_curve`]) against the Adam iteration, one line per
+/// (formulation, method, parametrization, timestep), log y.
 ///
 /// # Errors
 /// A drawing or file error, as text.
@@ -1116,7 +1120,7 @@ pub fn draw_loss_curves(dir: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String
         let stem = format!("loss_curves__{}", crate::figures::file_part(&scene));
         let svg = fig_dir.join(format!("{stem}.svg"));
         let png = fig_dir.join(format!("{stem}.png"));
-        let title = format!("{scene}: median task loss vs Adam iteration");
+        let title = format!("{scene}: median task loss (instances not solved at the start)");
         let mut text = String::new();
         {
             let root = SVGBackend::with_string(&mut text, (525, 375)).into_drawing_area();
@@ -1191,7 +1195,7 @@ where
         .configure_mesh()
         .x_desc("Adam iteration")
         .y_desc("median task loss (m^2)")
-        .y_label_formatter(&|v| format!("1e{v:.1}"))
+        .y_label_formatter(&|v| format!("{:.2e}", 10f64.powf(*v)))
         .label_style(("sans-serif", px(11.0)))
         .axis_desc_style(("sans-serif", px(12.0)))
         .light_line_style(WHITE.mix(0.0))
