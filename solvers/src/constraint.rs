@@ -110,6 +110,11 @@ pub struct ConstraintRow {
     pub pos: f64,
     /// Velocity `jac · v` (m/s or rad/s) at the velocities the rows were built with.
     pub vel: f64,
+    /// The velocity-product term `J̇ v` of the row's residual (m/s² or rad/s²): the residual's
+    /// acceleration at zero `qacc`, so that `r̈ = jac · qacc + jdotv`. Set on the translational
+    /// rows of connect and weld equalities (MuJoCo's `mj_Jdotv`, `engine_core_constraint.c`,
+    /// which subtracts it from their reference acceleration); 0 on every other row.
+    pub jdotv: f64,
 }
 
 impl ConstraintRow {
@@ -120,8 +125,31 @@ impl ConstraintRow {
             jac,
             pos,
             vel,
+            jdotv: 0.0,
         }
     }
+}
+
+/// `J̇ v` of the world point fixed on body `b` that is at `p` now: its acceleration at zero
+/// `qacc`, `c_lin + c_ang × p + ω × (v_O + ω × p)`, with `(ω, v_O)` the body's spatial velocity
+/// and `(c_ang, c_lin)` its velocity-product acceleration (both about the world origin;
+/// [`crate::dynamics::bias_accelerations`]). MuJoCo's `mj_jacDot` times `qvel`.
+pub fn point_jdotv(
+    vel: &[crate::kinematics::Spatial],
+    bias: &[crate::kinematics::Spatial],
+    b: usize,
+    p: &crate::model::Vec3,
+) -> crate::model::Vec3 {
+    use crate::model::Vec3;
+    let (w, vo) = (
+        Vec3::new(vel[b][0], vel[b][1], vel[b][2]),
+        Vec3::new(vel[b][3], vel[b][4], vel[b][5]),
+    );
+    let (ca, cl) = (
+        Vec3::new(bias[b][0], bias[b][1], bias[b][2]),
+        Vec3::new(bias[b][3], bias[b][4], bias[b][5]),
+    );
+    cl + ca.cross(p) + w.cross(&(vo + w.cross(p)))
 }
 
 /// Stack the rows' Jacobians into an `nrows × nv` matrix (row order preserved).
@@ -161,6 +189,15 @@ pub fn equality_rows(
 ) -> Vec<ConstraintRow> {
     let nv = model.nv;
     let mut rows = Vec::new();
+    let (vel, bias) = if model
+        .equalities
+        .iter()
+        .any(|e| matches!(e, Equality::Connect { .. } | Equality::Weld { .. }))
+    {
+        crate::dynamics::bias_accelerations(model, kin, v)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     for (id, eq) in model.equalities.iter().enumerate() {
         let kind = |component| RowKind::Equality { id, component };
         match eq {
@@ -175,8 +212,12 @@ pub fn equality_rows(
                 let j = point_jacobian(model, kin, *body1, &p1).0
                     - point_jacobian(model, kin, *body2, &p2).0;
                 let r = p1 - p2;
+                let jdv =
+                    point_jdotv(&vel, &bias, *body1, &p1) - point_jdotv(&vel, &bias, *body2, &p2);
                 for c in 0..3 {
-                    rows.push(ConstraintRow::new(kind(c), j.row(c).transpose(), r[c], v));
+                    let mut row = ConstraintRow::new(kind(c), j.row(c).transpose(), r[c], v);
+                    row.jdotv = jdv[c];
+                    rows.push(row);
                 }
             }
             Equality::Weld {
@@ -192,8 +233,12 @@ pub fn equality_rows(
                 let (jl2, ja2) = point_jacobian(model, kin, *body2, &p2);
                 let jt = jl1 - jl2;
                 let r = p1 - p2;
+                let jdv =
+                    point_jdotv(&vel, &bias, *body1, &p1) - point_jdotv(&vel, &bias, *body2, &p2);
                 for c in 0..3 {
-                    rows.push(ConstraintRow::new(kind(c), jt.row(c).transpose(), r[c], v));
+                    let mut row = ConstraintRow::new(kind(c), jt.row(c).transpose(), r[c], v);
+                    row.jdotv = jdv[c];
+                    rows.push(row);
                 }
                 let e = kin.xquat[*body2].inverse() * kin.xquat[*body1] * relquat.inverse();
                 let (ew, ev) = (e.w, e.imag());

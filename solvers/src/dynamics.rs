@@ -131,6 +131,30 @@ pub fn body_velocities(model: &Model, kin: &Kinematics, v: &DVector<f64>) -> Vec
     velocities_and_cdof_dot(model, kin, v).0
 }
 
+/// Every body's spatial velocity `(ω, v_O)` and velocity-product acceleration
+/// `c_b = Σ ṡ_i v_i` over the dofs of its chain (both world frame, about the origin): the body's
+/// spatial acceleration at zero `qacc` and zero gravity (the velocity terms of RNE's forward
+/// pass; MuJoCo's `cacc` less gravity).
+pub fn bias_accelerations(
+    model: &Model,
+    kin: &Kinematics,
+    v: &DVector<f64>,
+) -> (Vec<Spatial>, Vec<Spatial>) {
+    let (vel, cdof_dot) = velocities_and_cdof_dot(model, kin, v);
+    let mut acc = vec![Spatial::zeros(); model.bodies.len()];
+    for b in 1..model.bodies.len() {
+        let mut a = acc[model.bodies[b].parent];
+        for &ji in &model.bodies[b].joints {
+            let j = &model.joints[ji];
+            for d in j.dof_adr..j.dof_adr + j.kind.nv() {
+                a += cdof_dot[d] * v[d];
+            }
+        }
+        acc[b] = a;
+    }
+    (vel, acc)
+}
+
 /// Inverse dynamics by recursive Newton–Euler: the generalized force τ (length nv) that
 /// produces acceleration `a` at velocity `v` under gravity, τ = M a + c, with M including the
 /// armature as in [`mass_matrix`] (MuJoCo `mj_inverse`: `mj_rne` plus armature·qacc).

@@ -77,7 +77,50 @@ CART = """<mujoco model="{name}">
 </mujoco>
 """
 
+# A double pendulum whose tip is held by a `connect` to a point of the world near it (a closed
+# chain): the equality's reference acceleration and impedance (solref/solimp defaults).
+CONNECT = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <body name="link1" pos="0 0 1">
+      <joint name="hinge1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.04" mass="1" contype="0" conaffinity="0"/>
+      <body name="link2" pos="0.5 0 0">
+        <joint name="hinge2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03" mass="0.6" contype="0" conaffinity="0"/>
+        <site name="tip" pos="0 0 -0.5"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="link2" body2="world" anchor="0 0 -0.5"/>
+  </equality>
+</mujoco>
+"""
+
+# A free box tied to a hinged arm by a `connect` at one of its corners, swinging under gravity:
+# the velocity-product term of a point on a free body against one on a hinge chain.
+CONNECT_FREE = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.5" contype="0" conaffinity="0"/>
+    </body>
+    <body name="box" pos="0.5 0 1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.05 0.03" mass="0.8" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="box" body2="arm" anchor="-0.1 0 0"/>
+  </equality>
+</mujoco>
+"""
+
 CASES = [
+    ("connect_free_euler", CONNECT_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
+    ("connect_chain_euler", CONNECT, "Euler", [], [1.5, -2.0], 1.0),
     # name, template, integrator, controls, initial qvel (None: zero), seconds
     ("pendulum_implicitfast", PENDULUM, "implicitfast", [3.0, 0.4], None, 2.0),
     ("pendulum_implicit", PENDULUM, "implicit", [3.0, 0.4], None, 2.0),

@@ -120,6 +120,8 @@ pub struct Rows {
 struct Row {
     jac: DVector<f64>,
     vel: f64,
+    /// `J̇ v` of the residual (connect and weld translation rows; [`ConstraintRow::jdotv`]).
+    jdotv: f64,
     pos: f64,
     margin: f64,
     /// (pos, margin) that determine the impedance.
@@ -145,6 +147,7 @@ impl Row {
     ) -> Self {
         Row {
             vel: c.vel,
+            jdotv: c.jdotv,
             pos: c.pos,
             margin,
             imp_at: (c.pos, margin),
@@ -306,6 +309,7 @@ pub fn assemble(
         };
         let mk = |jac: DVector<f64>, pos: f64, margin: f64, diag: f64, kind: RowCost| Row {
             vel: jac.dot(v),
+            jdotv: 0.0,
             jac,
             pos,
             margin,
@@ -405,7 +409,9 @@ pub fn assemble(
         out.r[i] = r;
         out.d[i] = 1.0 / r;
         out.diag_approx[i] = row.diag_approx;
-        out.aref[i] = -b * row.vel - k * d * (row.pos - row.margin);
+        // MuJoCo 4.0.1 subtracts the residual's velocity-product term from the reference
+        // acceleration of connect and weld translation rows (`mj_Jdotv`).
+        out.aref[i] = -b * row.vel - k * d * (row.pos - row.margin) - row.jdotv;
         out.kinds.push(row.kind);
     }
     out

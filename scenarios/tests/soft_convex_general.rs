@@ -1,15 +1,18 @@
-//! soft_convex with MuJoCo's velocity-implicit integrators (`implicitfast`, `implicit`;
-//! `contactlab_solvers::implicit`) against MuJoCo 4.0.1 (`scenarios/tests/reference/general/`,
-//! made by `gen_general.py` there): each model loaded from its own XML, with its own options,
-//! constant controls applied at every step; max |qpos error| and |qvel error| at most 1e-6 over
-//! the whole horizon and the same contact count on every step (issue 18).
+//! soft_convex on general MJCF models against MuJoCo 4.0.1 (issue 18;
+//! `scenarios/tests/reference/general/`, made by `gen_general.py` there): each model loaded from
+//! its own XML with its own options, constant controls applied at every step; max |qpos error|
+//! and |qvel error| at most 1e-6 over the whole horizon and the same number of contacts carrying
+//! normal force on every step.
 //!
-//! The cases: a damped double pendulum driven by a velocity servo and a position servo (the
-//! actuators' and the damping's velocity derivatives; with `implicit` also the Coriolis
-//! derivative), a free box spinning about an unstable axis without gravity (MuJoCo's
+//! The cases: MuJoCo's velocity-implicit integrators (`implicitfast`, `implicit`;
+//! `contactlab_solvers::implicit`) on a damped double pendulum driven by a velocity servo and a
+//! position servo (the actuators' and the damping's velocity derivatives; with `implicit` also
+//! the Coriolis derivative), a free box spinning about an unstable axis without gravity (MuJoCo's
 //! `implicitfast` solves a standalone free body's block with its gyroscopic derivative:
 //! `mjd_freeMhat`), and a skid-steered cart on a plane whose wheel servos saturate at their
-//! force range at the start (the clamp cuts the servo's derivative, `mjd_actuator_vel`).
+//! force range at the start (the clamp cuts the servo's derivative, `mjd_actuator_vel`); and
+//! `connect` equalities, whose reference acceleration carries the velocity-product term `J̇ v`
+//! (`mj_Jdotv`): a double pendulum closed to the world, a free box tied to a hinged arm.
 
 use std::path::PathBuf;
 
@@ -110,4 +113,10 @@ fn the_integrator_parameter_overrides_the_model_option_and_euler_differs() {
         Err(e) => assert!(e.to_string().contains("rk4"), "{e}"),
         Ok(_) => panic!("rk4 is not implemented and must be an error"),
     }
+}
+
+#[test]
+fn connect_closed_chain_matches_mujoco() {
+    check("connect_chain_euler");
+    check("connect_free_euler");
 }
