@@ -22,7 +22,7 @@
 //! island, as in every reference scene). The reference acceleration of connect rows and of
 //! weld translation rows carries their velocity-product term, `aref −= J̇ v` (MuJoCo's
 //! `mj_Jdotv`; [`crate::constraint::point_jdotv`]; checked against MuJoCo 4.0.1 on a closed
-//! chain and a free box tied to an arm, `scenarios/tests/soft_convex_implicit.rs`); weld
+//! chain and a free box tied to an arm, `scenarios/tests/soft_convex_general.rs`); weld
 //! rotation rows do not carry theirs yet.
 
 pub mod cost;
