@@ -137,6 +137,9 @@ impl Accumulator {
     /// rule fired.
     pub fn observe(&mut self, model: &Model, state: &State, report: &StepReport) -> Option<String> {
         self.steps += 1;
+        // Contact records describe the contacts detected at the step's start: a penetration
+        // among them is one of the state at `t_start`, not of the state after the step.
+        let t_start = self.t;
         self.t = state.t;
         self.iter_sum += report.iterations as u64;
         self.iter_max = self.iter_max.max(report.iterations as u64);
@@ -189,7 +192,7 @@ impl Accumulator {
                             .to_string()
                     };
                     pen_reason = Some(format!(
-                        "penetration {pen:.3e} m between geoms '{}' and '{}' exceeds half the smallest extent {limit:.3e} m at t = {:.6} s",
+                        "penetration {pen:.3e} m between geoms '{}' and '{}' exceeds half the smallest extent {limit:.3e} m at t = {t_start:.6} s (in the contacts of the step from there to {:.6} s)",
                         name(c.geoms[0]),
                         name(c.geoms[1]),
                         state.t
