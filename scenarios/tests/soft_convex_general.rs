@@ -11,8 +11,9 @@
 //! `implicitfast` solves a standalone free body's block with its gyroscopic derivative:
 //! `mjd_freeMhat`), and a skid-steered cart on a plane whose wheel servos saturate at their
 //! force range at the start (the clamp cuts the servo's derivative, `mjd_actuator_vel`); and
-//! `connect` equalities, whose reference acceleration carries the velocity-product term `J̇ v`
-//! (`mj_Jdotv`): a double pendulum closed to the world, a free box tied to a hinged arm.
+//! `connect` and `weld` equalities, whose reference acceleration carries the velocity-product
+//! term `J̇ v` (`mj_Jdotv`): a double pendulum closed to the world, a free box connected to a
+//! hinged arm, the same box welded to it (MuJoCo's `relpose`: body2 in body1's frame).
 
 use std::path::PathBuf;
 
@@ -119,4 +120,9 @@ fn the_integrator_parameter_overrides_the_model_option_and_euler_differs() {
 fn connect_closed_chain_matches_mujoco() {
     check("connect_chain_euler");
     check("connect_free_euler");
+}
+
+#[test]
+fn weld_free_box_to_arm_matches_mujoco() {
+    check("weld_free_euler");
 }

@@ -111,9 +111,9 @@ pub struct ConstraintRow {
     /// Velocity `jac · v` (m/s or rad/s) at the velocities the rows were built with.
     pub vel: f64,
     /// The velocity-product term `J̇ v` of the row's residual (m/s² or rad/s²): the residual's
-    /// acceleration at zero `qacc`, so that `r̈ = jac · qacc + jdotv`. Set on the translational
-    /// rows of connect and weld equalities (MuJoCo's `mj_Jdotv`, `engine_core_constraint.c`,
-    /// which subtracts it from their reference acceleration); 0 on every other row.
+    /// acceleration at zero `qacc`, so that `r̈ = jac · qacc + jdotv`. Set on the rows of connect
+    /// and weld equalities (MuJoCo's `mj_Jdotv`, `engine_core_constraint.c`, which subtracts it
+    /// from their reference acceleration); 0 on every other row.
     pub jdotv: f64,
 }
 
@@ -128,6 +128,37 @@ impl ConstraintRow {
             jdotv: 0.0,
         }
     }
+}
+
+/// `J̇ v` of a weld's rotation rows (body semantic, torque scale 1): the time derivative, at
+/// fixed `v`, of `½ vec(q̄₂ ⊗ (0, ω₁ − ω₂) ⊗ q₁ r)` (r = relquat, q̄ the conjugate), by the
+/// product rule: `½ vec(q̄̇₂ ⊗ (0, Δω) ⊗ q₁ r + q̄₂ ⊗ (0, Δc) ⊗ q₁ r + q̄₂ ⊗ (0, Δω) ⊗ q̇₁ r)`
+/// with `q̇ = ½ (0, ω) ⊗ q` (world-frame ω) and `Δc` the bodies' angular velocity-product
+/// accelerations. MuJoCo's `mj_Jdotv`, weld branch (`engine_core_constraint.c`).
+fn weld_rotation_jdotv(
+    kin: &Kinematics,
+    vel: &[crate::kinematics::Spatial],
+    bias: &[crate::kinematics::Spatial],
+    b1: usize,
+    b2: usize,
+    relquat: &crate::model::Quat,
+) -> crate::model::Vec3 {
+    use nalgebra::Quaternion;
+    let ang = |s: &crate::kinematics::Spatial| Quaternion::new(0.0, s[0], s[1], s[2]);
+    let (w1, w2) = (ang(&vel[b1]), ang(&vel[b2]));
+    let dw = w1 - w2;
+    let dc = ang(&bias[b1]) - ang(&bias[b2]);
+    let (q1, q2, r) = (
+        *kin.xquat[b1].quaternion(),
+        *kin.xquat[b2].quaternion(),
+        *relquat.quaternion(),
+    );
+    let q1r = q1 * r;
+    let q2dot = w2 * q2 * 0.5;
+    let q1dot_r = w1 * q1 * 0.5 * r;
+    let t =
+        q2dot.conjugate() * dw * q1r + q2.conjugate() * dc * q1r + q2.conjugate() * dw * q1dot_r;
+    t.imag() * 0.5
 }
 
 /// `J̇ v` of the world point fixed on body `b` that is at `p` now: its acceleration at zero
@@ -227,8 +258,10 @@ pub fn equality_rows(
                 relquat,
                 ..
             } => {
-                let p1 = kin.xpos[*body1];
-                let p2 = kin.xpos[*body2] + kin.xquat[*body2] * relpos;
+                // MuJoCo's weld (`mj_instantiateEquality`, body semantic, anchor 0): the point
+                // `relpos` of body1 (body2's origin at qpos0) stays on body2's origin.
+                let p1 = kin.xpos[*body1] + kin.xquat[*body1] * relpos;
+                let p2 = kin.xpos[*body2];
                 let (jl1, ja1) = point_jacobian(model, kin, *body1, &p1);
                 let (jl2, ja2) = point_jacobian(model, kin, *body2, &p2);
                 let jt = jl1 - jl2;
@@ -240,7 +273,8 @@ pub fn equality_rows(
                     row.jdotv = jdv[c];
                     rows.push(row);
                 }
-                let e = kin.xquat[*body2].inverse() * kin.xquat[*body1] * relquat.inverse();
+                // Orientation error conj(q2) q1 relquat (identity when q2 = q1 relquat).
+                let e = kin.xquat[*body2].inverse() * kin.xquat[*body1] * relquat;
                 let (ew, ev) = (e.w, e.imag());
                 let r2t = kin.xquat[*body2]
                     .to_rotation_matrix()
@@ -250,13 +284,11 @@ pub fn equality_rows(
                     * (Matrix3::identity() * ew - crate::dynamics::skew(&ev))
                     * r2t
                     * (ja1 - ja2);
+                let jrdv = weld_rotation_jdotv(kin, &vel, &bias, *body1, *body2, relquat);
                 for c in 0..3 {
-                    rows.push(ConstraintRow::new(
-                        kind(3 + c),
-                        jr.row(c).transpose(),
-                        ev[c],
-                        v,
-                    ));
+                    let mut row = ConstraintRow::new(kind(3 + c), jr.row(c).transpose(), ev[c], v);
+                    row.jdotv = jrdv[c];
+                    rows.push(row);
                 }
             }
             Equality::Joint {

@@ -561,9 +561,13 @@ pub enum Equality {
         /// Anchor point in body1's frame (m).
         anchor: Vec3,
     },
-    /// `body1` keeps the pose relative to `body2` given by `relpos` (m, body1's origin in body2's
-    /// frame) and `relquat` (body1's orientation in body2's frame): x1 = x2 + R2·relpos,
-    /// q1 = q2 ⊗ relquat.
+    /// `body2` keeps the pose relative to `body1` given by `relpos` (m, body2's origin in body1's
+    /// frame) and `relquat` (body2's orientation in body1's frame): x2 = x1 + R1·relpos,
+    /// q2 = q1 ⊗ relquat. MuJoCo's `<weld>` with its `relpose` (body semantic, anchor 0;
+    /// `mj_instantiateEquality`), which `mj_setConst` sets from qpos0 when the file omits it.
+    /// (Fixed: the rows read relpos and relquat the other way round, body1 in body2's frame,
+    /// while the MJCF loader stored MuJoCo's; a free box welded to an arm left MuJoCo's
+    /// trajectory by 5.9 in its first second.)
     Weld {
         /// The name.
         name: String,
@@ -571,9 +575,9 @@ pub enum Equality {
         body1: usize,
         /// Second body (index into `bodies`).
         body2: usize,
-        /// Position of body1 in body2's frame (m).
+        /// Position of body2's origin in body1's frame (m).
         relpos: Vec3,
-        /// Orientation of body1 in body2's frame.
+        /// Orientation of body2 in body1's frame.
         relquat: Quat,
     },
     /// Joint coupling (hinge/slide only), MuJoCo's `<equality joint>`: with offsets from the

@@ -118,7 +118,13 @@ CONNECT_FREE = """<mujoco model="{name}">
 </mujoco>
 """
 
+# The same box welded to the arm instead (its relative pose at qpos0 kept): the weld's
+# translation and rotation rows.
+WELD_FREE = CONNECT_FREE.replace('<connect body1="box" body2="arm" anchor="-0.1 0 0"/>',
+                                 '<weld body1="box" body2="arm"/>')
+
 CASES = [
+    ("weld_free_euler", WELD_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("connect_free_euler", CONNECT_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("connect_chain_euler", CONNECT, "Euler", [], [1.5, -2.0], 1.0),
     # name, template, integrator, controls, initial qvel (None: zero), seconds

@@ -19,11 +19,11 @@
 //!
 //! Scope notes: islands are merged into one problem whose convergence scale is
 //! `1/Σ M_ii` over the constrained kinematic trees (identical to MuJoCo when there is one
-//! island, as in every reference scene). The reference acceleration of connect rows and of
-//! weld translation rows carries their velocity-product term, `aref −= J̇ v` (MuJoCo's
-//! `mj_Jdotv`; [`crate::constraint::point_jdotv`]; checked against MuJoCo 4.0.1 on a closed
-//! chain and a free box tied to an arm, `scenarios/tests/soft_convex_general.rs`); weld
-//! rotation rows do not carry theirs yet.
+//! island, as in every reference scene). The reference acceleration of connect and weld rows
+//! carries their velocity-product term, `aref −= J̇ v` (MuJoCo's `mj_Jdotv`;
+//! [`crate::constraint::point_jdotv`] and the weld rotation's product rule; checked against
+//! MuJoCo 4.0.1 on a closed chain and a free box connected or welded to an arm,
+//! `scenarios/tests/soft_convex_general.rs`).
 
 pub mod cost;
 pub mod impedance;

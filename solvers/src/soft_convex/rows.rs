@@ -120,7 +120,7 @@ pub struct Rows {
 struct Row {
     jac: DVector<f64>,
     vel: f64,
-    /// `J̇ v` of the residual (connect and weld translation rows; [`ConstraintRow::jdotv`]).
+    /// `J̇ v` of the residual (connect and weld rows; [`ConstraintRow::jdotv`]).
     jdotv: f64,
     pos: f64,
     margin: f64,
@@ -410,7 +410,7 @@ pub fn assemble(
         out.d[i] = 1.0 / r;
         out.diag_approx[i] = row.diag_approx;
         // MuJoCo 4.0.1 subtracts the residual's velocity-product term from the reference
-        // acceleration of connect and weld translation rows (`mj_Jdotv`).
+        // acceleration of connect and weld rows (`mj_Jdotv`).
         out.aref[i] = -b * row.vel - k * d * (row.pos - row.margin) - row.jdotv;
         out.kinds.push(row.kind);
     }
