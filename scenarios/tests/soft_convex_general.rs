@@ -125,4 +125,5 @@ fn connect_closed_chain_matches_mujoco() {
 #[test]
 fn weld_free_box_to_arm_matches_mujoco() {
     check("weld_free_euler");
+    check("weld_anchor_euler");
 }

@@ -254,14 +254,16 @@ pub fn equality_rows(
             Equality::Weld {
                 body1,
                 body2,
+                anchor,
                 relpos,
                 relquat,
+                torquescale,
                 ..
             } => {
-                // MuJoCo's weld (`mj_instantiateEquality`, body semantic, anchor 0): the point
-                // `relpos` of body1 (body2's origin at qpos0) stays on body2's origin.
+                // MuJoCo's weld (`mj_instantiateEquality`, body semantic): body1's point
+                // `relpos` stays on body2's point `anchor`.
                 let p1 = kin.xpos[*body1] + kin.xquat[*body1] * relpos;
-                let p2 = kin.xpos[*body2];
+                let p2 = kin.xpos[*body2] + kin.xquat[*body2] * anchor;
                 let (jl1, ja1) = point_jacobian(model, kin, *body1, &p1);
                 let (jl2, ja2) = point_jacobian(model, kin, *body2, &p2);
                 let jt = jl1 - jl2;
@@ -281,13 +283,19 @@ pub fn equality_rows(
                     .into_inner()
                     .transpose();
                 let jr = 0.5
+                    * *torquescale
                     * (Matrix3::identity() * ew - crate::dynamics::skew(&ev))
                     * r2t
                     * (ja1 - ja2);
                 let jrdv = weld_rotation_jdotv(kin, &vel, &bias, *body1, *body2, relquat);
                 for c in 0..3 {
-                    let mut row = ConstraintRow::new(kind(3 + c), jr.row(c).transpose(), ev[c], v);
-                    row.jdotv = jrdv[c];
+                    let mut row = ConstraintRow::new(
+                        kind(3 + c),
+                        jr.row(c).transpose(),
+                        torquescale * ev[c],
+                        v,
+                    );
+                    row.jdotv = torquescale * jrdv[c];
                     rows.push(row);
                 }
             }

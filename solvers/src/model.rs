@@ -561,10 +561,11 @@ pub enum Equality {
         /// Anchor point in body1's frame (m).
         anchor: Vec3,
     },
-    /// `body2` keeps the pose relative to `body1` given by `relpos` (m, body2's origin in body1's
-    /// frame) and `relquat` (body2's orientation in body1's frame): x2 = x1 + R1·relpos,
-    /// q2 = q1 ⊗ relquat. MuJoCo's `<weld>` with its `relpose` (body semantic, anchor 0;
-    /// `mj_instantiateEquality`), which `mj_setConst` sets from qpos0 when the file omits it.
+    /// `body2` keeps the pose relative to `body1` given by `relpos` and `relquat`: body2's point
+    /// `anchor` (its frame) stays at body1's point `relpos` (its frame), x2 + R2·anchor =
+    /// x1 + R1·relpos, and q2 = q1 ⊗ relquat. MuJoCo's `<weld>` with `anchor`, `relpose` and
+    /// `torquescale` (body semantic; `mj_instantiateEquality`); `mj_setConst` sets relpose
+    /// from qpos0 when the file omits it.
     /// (Fixed: the rows read relpos and relquat the other way round, body1 in body2's frame,
     /// while the MJCF loader stored MuJoCo's; a free box welded to an arm left MuJoCo's
     /// trajectory by 5.9 in its first second.)
@@ -575,10 +576,15 @@ pub enum Equality {
         body1: usize,
         /// Second body (index into `bodies`).
         body2: usize,
-        /// Position of body2's origin in body1's frame (m).
+        /// The weld point in body2's frame (m); MuJoCo's `anchor`, default 0.
+        anchor: Vec3,
+        /// The weld point in body1's frame (m).
         relpos: Vec3,
         /// Orientation of body2 in body1's frame.
         relquat: Quat,
+        /// Scale of the rotation rows' residual and Jacobian (m/rad: it weighs torque against
+        /// force); MuJoCo's `torquescale`, default 1.
+        torquescale: f64,
     },
     /// Joint coupling (hinge/slide only), MuJoCo's `<equality joint>`: with offsets from the
     /// joints' references (qpos0), `q1 − ref1 = Σ_k polycoef[k] (q2 − ref2)^k`. `joint1` and

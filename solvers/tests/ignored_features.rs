@@ -53,8 +53,10 @@ fn everything() -> ModelParts {
                 name: "wel".into(),
                 body1: 3,
                 body2: 0,
+                anchor: Vec3::zeros(),
                 relpos: Vec3::new(0.0, 0.0, 3.0),
                 relquat: Quat::identity(),
+                torquescale: 1.0,
             },
             Equality::Joint {
                 name: "cpl".into(),

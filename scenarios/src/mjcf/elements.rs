@@ -380,13 +380,24 @@ pub(crate) fn equalities<'a, 'i>(
                         ),
                         _ => (Vec3::zeros(), Quat::identity(), true),
                     };
+                    let anchor = ctx.exact::<3>(n, tag, "anchor")?.unwrap_or([0.0; 3]);
+                    let torquescale = ctx.exact::<1>(n, tag, "torquescale")?.map_or(1.0, |t| t[0]);
+                    if !(torquescale.is_finite() && torquescale >= 0.0) {
+                        return Err(ctx.err(
+                            n,
+                            MjcfErrorKind::Invalid,
+                            format!("torquescale=\"{torquescale}\" must be a finite number >= 0"),
+                        ));
+                    }
                     (
                         Equality::Weld {
                             name,
                             body1: body("body1", true)?,
                             body2: body("body2", false)?,
+                            anchor: Vec3::from(anchor),
                             relpos,
                             relquat,
+                            torquescale,
                         },
                         missing,
                     )
@@ -432,7 +443,7 @@ pub(crate) fn equalities<'a, 'i>(
 }
 
 /// Welds without a `relpose`: the relative pose at `qpos0`, as MuJoCo's `mj_setConst`
-/// (relpos = body2's origin in body1's frame, relquat = q1⁻¹ q2).
+/// (relpos = body2's anchor point in body1's frame, relquat = q1⁻¹ q2).
 pub(crate) fn resolve_welds(
     _ctx: &Ctx<'_, '_>,
     model: &mut Model,
@@ -447,6 +458,7 @@ pub(crate) fn resolve_welds(
             Equality::Weld {
                 body1,
                 body2,
+                anchor,
                 relpos,
                 relquat,
                 ..
@@ -455,7 +467,8 @@ pub(crate) fn resolve_welds(
         ) = (e, p)
         {
             let (q1, q2) = (kin.xquat[*body1], kin.xquat[*body2]);
-            *relpos = q1.inverse() * (kin.xpos[*body2] - kin.xpos[*body1]);
+            let a = kin.xpos[*body2] + q2 * *anchor;
+            *relpos = q1.inverse() * (a - kin.xpos[*body1]);
             *relquat = q1.inverse() * q2;
         }
     }

@@ -18,7 +18,7 @@
 //!   and mesh, with `fromto`, `mass`/`density` and all contact attributes.
 //! * `<asset>`: `<mesh file|vertex/face scale inertia>` (STL, OBJ) and `<hfield file|elevation>`.
 //! * `<actuator>`: `<motor>`, `<position>`, `<velocity>` on joints.
-//! * `<equality>`: `<connect>`, `<weld>`, `<joint>`; `<contact>`: `<pair>`, `<exclude>`.
+//! * `<equality>`: `<connect>`, `<weld>` (with `anchor`, `relpose`, `torquescale`), `<joint>`; `<contact>`: `<pair>`, `<exclude>`.
 //! * `<keyframe><key name time qpos qvel ctrl>`: the initial state and controls, chosen by name
 //!   (the `mjcf` scene holds `ctrl` as constant controls, [`MjcfParams`]); the `mjcf` scene's
 //!   control schedules (CSV or a list in the experiment) are in [`schedule`].

@@ -339,9 +339,20 @@ pub(crate) const CONNECT: Spec = Spec {
 
 pub(crate) const WELD: Spec = Spec {
     tag: "weld",
-    supported: list!["name", "class", "body1", "body2", "relpose", "solref", "solimp", "active"],
+    supported: list![
+        "name",
+        "class",
+        "body1",
+        "body2",
+        "relpose",
+        "anchor",
+        "torquescale",
+        "solref",
+        "solimp",
+        "active"
+    ],
     ignored: list![],
-    defaulted: list![("anchor", "0 0 0"), ("torquescale", "1")],
+    defaulted: list![],
 };
 
 pub(crate) const EQ_JOINT: Spec = Spec {

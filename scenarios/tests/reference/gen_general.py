@@ -123,7 +123,13 @@ CONNECT_FREE = """<mujoco model="{name}">
 WELD_FREE = CONNECT_FREE.replace('<connect body1="box" body2="arm" anchor="-0.1 0 0"/>',
                                  '<weld body1="box" body2="arm"/>')
 
+# Welded at a point of the arm (`anchor`, in body2's frame) with rotation rows scaled by
+# `torquescale` 0.5.
+WELD_ANCHOR = CONNECT_FREE.replace('<connect body1="box" body2="arm" anchor="-0.1 0 0"/>',
+                                   '<weld body1="box" body2="arm" anchor="0.4 0 0" torquescale="0.5"/>')
+
 CASES = [
+    ("weld_anchor_euler", WELD_ANCHOR, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("weld_free_euler", WELD_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("connect_free_euler", CONNECT_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("connect_chain_euler", CONNECT, "Euler", [], [1.5, -2.0], 1.0),

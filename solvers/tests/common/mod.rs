@@ -127,8 +127,10 @@ pub fn chain(free_base: bool) -> Model {
             name: "weld".into(),
             body1: 4 + off,
             body2: 2 + off,
+            anchor: Vec3::new(-0.05, 0.02, 0.1),
             relpos: Vec3::new(0.1, 0.2, -0.3),
             relquat: quat([1.0, 1.0, 0.0], 0.4),
+            torquescale: 0.7,
         },
         // joint indices as listed in parts.joints: hinge4 (2) coupled to slide2 (4).
         Equality::Joint {
