@@ -13,7 +13,8 @@
 //! force range at the start (the clamp cuts the servo's derivative, `mjd_actuator_vel`); and
 //! `connect` and `weld` equalities, whose reference acceleration carries the velocity-product
 //! term `J̇ v` (`mj_Jdotv`): a double pendulum closed to the world, a free box connected to a
-//! hinged arm, the same box welded to it (MuJoCo's `relpose`: body2 in body1's frame).
+//! hinged arm, the same box welded to it (MuJoCo's `relpose`: body2 in body1's frame), with and
+//! without `anchor` and `torquescale`; and a `<joint>` coupling polynomial.
 
 use std::path::PathBuf;
 
@@ -126,4 +127,9 @@ fn connect_closed_chain_matches_mujoco() {
 fn weld_free_box_to_arm_matches_mujoco() {
     check("weld_free_euler");
     check("weld_anchor_euler");
+}
+
+#[test]
+fn joint_coupling_polynomial_matches_mujoco() {
+    check("joint_coupling_euler");
 }

@@ -128,7 +128,28 @@ WELD_FREE = CONNECT_FREE.replace('<connect body1="box" body2="arm" anchor="-0.1 
 WELD_ANCHOR = CONNECT_FREE.replace('<connect body1="box" body2="arm" anchor="-0.1 0 0"/>',
                                    '<weld body1="box" body2="arm" anchor="0.4 0 0" torquescale="0.5"/>')
 
+# A double pendulum whose second hinge follows a cubic of the first (`<joint>` equality with
+# `polycoef`, offsets from qpos0), started off the coupling.
+COUPLED = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <body name="link1" pos="0 0 1">
+      <joint name="hinge1" type="hinge" axis="0 1 0" ref="0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.04" mass="1" contype="0" conaffinity="0"/>
+      <body name="link2" pos="0.5 0 0">
+        <joint name="hinge2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.6" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <joint joint1="hinge2" joint2="hinge1" polycoef="0.1 -0.5 0.3 0.2 0"/>
+  </equality>
+</mujoco>
+"""
+
 CASES = [
+    ("joint_coupling_euler", COUPLED, "Euler", [], [1.0, -0.5], 1.0),
     ("weld_anchor_euler", WELD_ANCHOR, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("weld_free_euler", WELD_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("connect_free_euler", CONNECT_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
