@@ -133,3 +133,8 @@ fn weld_free_box_to_arm_matches_mujoco() {
 fn joint_coupling_polynomial_matches_mujoco() {
     check("joint_coupling_euler");
 }
+
+#[test]
+fn tilted_capsule_drop_matches_mujoco() {
+    check("capsule_drop_euler");
+}

@@ -148,7 +148,21 @@ COUPLED = """<mujoco model="{name}">
 </mujoco>
 """
 
+# A capsule dropped tilted onto a plane: one end touches first, then both (mjc_PlaneCapsule).
+CAPSULE_DROP = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="capsule" pos="0 0 0.3" euler="0 20 10">
+      <freejoint/>
+      <geom type="capsule" size="0.05 0.2" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
 CASES = [
+    ("capsule_drop_euler", CAPSULE_DROP, "Euler", [], [0.3, 0, 0, 0, 1.0, 0], 1.0),
     ("joint_coupling_euler", COUPLED, "Euler", [], [1.0, -0.5], 1.0),
     ("weld_anchor_euler", WELD_ANCHOR, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),
     ("weld_free_euler", WELD_FREE, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),

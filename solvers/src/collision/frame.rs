@@ -4,8 +4,9 @@
 //! Rows `(n, t1, t2)`:
 //! * `n = v · (1/‖v‖)` (MuJoCo's `mju_normalize3` multiplies by the reciprocal, which can differ
 //!   from `v/‖v‖` in the last bit; a vector shorter than 1e-15 becomes `(1, 0, 0)`);
-//! * `t1` starts as `(0, 1, 0)` if `|n_y| < 0.5`, else `(0, 0, 1)` (no collision function here
-//!   supplies its own tangent), is made orthogonal to `n` (Gram–Schmidt) and normalized;
+//! * `t1` starts as the collision function's tangent hint when it has one of squared length
+//!   ≥ 0.25 (`mjc_PlaneCapsule` gives the capsule's axis), else as `(0, 1, 0)` if
+//!   `|n_y| < 0.5`, else `(0, 0, 1)`; it is made orthogonal to `n` (Gram–Schmidt) and normalized;
 //! * `t2 = n × t1`.
 //!
 //! Dots and crosses are evaluated in MuJoCo's order (`mju_dot3`: left to right) so that the
@@ -42,9 +43,19 @@ fn normalize3(v: &mut [f64; 3]) -> f64 {
 /// A zero normal gives the frame of `(1, 0, 0)` (MuJoCo raises an error there); a non-finite
 /// normal gives a non-finite frame, so that divergence propagates rather than panicking.
 pub fn contact_frame(normal: &Vec3) -> Matrix3<f64> {
+    contact_frame_with_tangent(normal, &Vec3::zeros())
+}
+
+/// [`contact_frame`] with a first tangent hint (`mju_makeFrame` with `frame[3..6]` set, as
+/// `mjc_PlaneCapsule` sets the capsule's axis): the hint made orthogonal to the normal and
+/// normalized when its squared length is at least 0.25, else the default axis.
+pub fn contact_frame_with_tangent(normal: &Vec3, tangent: &Vec3) -> Matrix3<f64> {
     let mut x = [normal.x, normal.y, normal.z];
     normalize3(&mut x);
-    let mut y = if x[1] < 0.5 && x[1] > -0.5 {
+    let hint = [tangent.x, tangent.y, tangent.z];
+    let mut y = if dot3(&hint, &hint) >= 0.25 {
+        hint
+    } else if x[1] < 0.5 && x[1] > -0.5 {
         [0.0, 1.0, 0.0]
     } else {
         [0.0, 0.0, 1.0]

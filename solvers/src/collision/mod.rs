@@ -27,7 +27,7 @@ pub mod narrow_phase;
 pub mod plane_primitives;
 pub mod shapes;
 
-pub use frame::contact_frame;
+pub use frame::{contact_frame, contact_frame_with_tangent};
 pub use mixing::{mix_materials, solmix_weight};
 pub use shapes::{collision_shape, CollisionShape};
 

@@ -271,6 +271,22 @@ fn mujoco_plane_pair(
         GeomShape::Sphere { radius } => plane_sphere(&pp, &pq, &kin.geom_xpos[g1], *radius, detect)
             .into_iter()
             .collect(),
+        GeomShape::Capsule {
+            radius,
+            half_length,
+        } => {
+            let (c, axis) = super::plane_primitives::plane_capsule(
+                &pp,
+                &pq,
+                &kin.geom_xpos[g1],
+                &kin.geom_xquat[g1],
+                *radius,
+                *half_length,
+                detect,
+            );
+            push_candidates_with_tangent(model, g0, g1, material, c, &axis, out);
+            return true;
+        }
         GeomShape::Box { half } => plane_box(
             &pp,
             &pq,
@@ -283,6 +299,30 @@ fn mujoco_plane_pair(
     };
     push_candidates(model, g0, g1, material, candidates, out);
     true
+}
+
+/// [`push_candidates`] with every contact frame's first tangent along `tangent`
+/// ([`super::frame::contact_frame_with_tangent`]).
+fn push_candidates_with_tangent(
+    model: &Model,
+    g0: usize,
+    g1: usize,
+    material: &MixedMaterial,
+    candidates: Vec<super::plane_primitives::Candidate>,
+    tangent: &Vec3,
+    out: &mut Vec<Contact>,
+) {
+    let bodies = [model.geoms[g0].body, model.geoms[g1].body];
+    for (point, n, gap) in candidates {
+        out.push(Contact {
+            geoms: [g0, g1],
+            bodies,
+            point,
+            frame: super::frame::contact_frame_with_tangent(&n, tangent),
+            gap,
+            material: *material,
+        });
+    }
 }
 
 /// Append closed-form candidates `(point, normal from g0 into g1, gap)` as contacts of the

@@ -57,6 +57,28 @@ fn plane_normal(plane_quat: &Quat) -> [f64; 3] {
     [m[2], m[5], m[8]]
 }
 
+/// `mjc_PlaneCapsule`: a plane–sphere test at each end of the capsule's segment (centre ± the
+/// geom's z axis × `half_length`), end +z first; returns the candidates and the capsule's axis,
+/// which MuJoCo sets as each contact frame's first tangent.
+pub fn plane_capsule(
+    plane_pos: &Vec3,
+    plane_quat: &Quat,
+    center: &Vec3,
+    quat: &Quat,
+    radius: f64,
+    half_length: f64,
+    margin: f64,
+) -> (Vec<Candidate>, Vec3) {
+    let m = quat_to_mat(quat);
+    let axis = Vec3::new(m[2], m[5], m[8]);
+    let seg = axis * half_length;
+    let out = [center + seg, center - seg]
+        .iter()
+        .filter_map(|end| plane_sphere(plane_pos, plane_quat, end, radius, margin))
+        .collect();
+    (out, axis)
+}
+
 /// `mjc_PlaneSphere`: at most one contact if the sphere's centre is within `r + margin` of the
 /// plane. dist = (p_s − p_p)·n − r, point = p_s + n·(−dist/2 − r).
 pub fn plane_sphere(
