@@ -216,17 +216,7 @@ pub fn plan(
     let StudySpec::ControlSynthesis(spec) = &cfg.study else {
         return Err(err("study", "is not a control_synthesis study".into()));
     };
-    for (key, why) in IGNORED_TOP_LEVEL {
-        let prefix = format!("{key}:");
-        if let Some(line) = text.lines().position(|l| l.starts_with(&prefix)) {
-            return Err(ConfigError {
-                file: file.to_path_buf(),
-                line: Some(line + 1),
-                key: (*key).to_string(),
-                message: format!("has no effect in a control_synthesis study: {why}"),
-            });
-        }
-    }
+    crate::yaml_checks::unread_top_level_key(file, text, IGNORED_TOP_LEVEL, "control_synthesis")?;
     let spec = spec.clone();
     if spec.instances == 0 {
         return Err(err("study.instances", "must be at least 1".into()));

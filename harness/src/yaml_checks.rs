@@ -1,5 +1,6 @@
 //! Checks on experiment text before it is deserialized: nesting depth ([`check_depth`]) and
 //! duplicate keys ([`find_duplicate_key`]). [`crate::config::parse`] runs them in this order.
+//! And, for the studies, top-level keys a study does not read ([`unread_top_level_key`]).
 //!
 //! **Nesting.** libyaml, under `serde_yaml_ng`, takes time quadratic in the nesting depth of
 //! flow collections (`[[[[...]]]]`, 100,000 deep: minutes), before any depth limit of the
@@ -366,4 +367,27 @@ mod tests {
         assert_eq!((d.path.as_str(), d.line), ("a.b.c", 1));
         assert_eq!(find_duplicate_key("a: 1\nb: {a: 1}\n"), None);
     }
+}
+
+/// The first top-level key of `text` among `keys` (name, what to use instead) that a study of
+/// kind `study` does not read, as a [`crate::config::ConfigError`] naming `file` and the key's
+/// line: given, it would silently do nothing. (A text scan of lines starting `key:`.)
+pub fn unread_top_level_key(
+    file: &std::path::Path,
+    text: &str,
+    keys: &[(&str, &str)],
+    study: &str,
+) -> Result<(), crate::config::ConfigError> {
+    for (key, why) in keys {
+        let prefix = format!("{key}:");
+        if let Some(line) = text.lines().position(|l| l.starts_with(&prefix)) {
+            return Err(crate::config::ConfigError {
+                file: file.to_path_buf(),
+                line: Some(line + 1),
+                key: (*key).to_string(),
+                message: format!("has no effect in a {study} study: {why}"),
+            });
+        }
+    }
+    Ok(())
 }

@@ -415,17 +415,7 @@ pub fn expand(
         message,
     };
     // Experiment keys a gradient study does not read: given, they would silently do nothing.
-    for (key, why) in IGNORED_TOP_LEVEL {
-        let prefix = format!("{key}:");
-        if let Some(line) = text.lines().position(|l| l.starts_with(&prefix)) {
-            return Err(ConfigError {
-                file: file.to_path_buf(),
-                line: Some(line + 1),
-                key: (*key).to_string(),
-                message: format!("has no effect in a gradient study: {why}"),
-            });
-        }
-    }
+    crate::yaml_checks::unread_top_level_key(file, text, IGNORED_TOP_LEVEL, "gradient")?;
     if study.horizons.is_empty()
         && study.horizons_s.is_empty()
         && study.cases.values().all(|c| c.horizons_s.is_empty())

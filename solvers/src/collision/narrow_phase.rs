@@ -326,7 +326,7 @@ fn push_candidates_with_tangent(
 }
 
 /// Append closed-form candidates `(point, normal from g0 into g1, gap)` as contacts of the
-/// pair `(g0, g1)` with material `material`.
+/// pair `(g0, g1)` with material `material` (frames without a tangent hint).
 fn push_candidates(
     model: &Model,
     g0: usize,
@@ -335,15 +335,5 @@ fn push_candidates(
     candidates: Vec<super::plane_primitives::Candidate>,
     out: &mut Vec<Contact>,
 ) {
-    let bodies = [model.geoms[g0].body, model.geoms[g1].body];
-    for (point, n, gap) in candidates {
-        out.push(Contact {
-            geoms: [g0, g1],
-            bodies,
-            point,
-            frame: contact_frame(&n),
-            gap,
-            material: *material,
-        });
-    }
+    push_candidates_with_tangent(model, g0, g1, material, candidates, &Vec3::zeros(), out);
 }
