@@ -17,6 +17,7 @@
 //!     - fd_central
 //!     - {name: fd_forward, steps: [1.0e-4, 1.0e-6]}
 //!     - {name: adjoint, formulations: [ncp_fb]}
+//!     - autodiff                  # penalty on the batched engine (`burn` feature)
 //!   fd_steps: [1.0e-3, 1.0e-4, 1.0e-5, 1.0e-6, 1.0e-7, 1.0e-8]
 //!   reference: {steps: [1.0e-2, ..., 1.0e-8], max_uncertainty: 1.0e-3}
 //! ```
@@ -143,7 +144,7 @@ const fn col(name: &'static str, kind: Kind, doc: &'static str) -> ColumnDef {
 /// The gradient study's columns (written when the experiment is a gradient study).
 pub const COLUMNS: &[ColumnDef] = &[
     col("study", Kind::Str, "the study kind: gradient"),
-    col("method", Kind::Str, "gradient method (fd_central, fd_forward, adjoint, adjoint_lagged)"),
+    col("method", Kind::Str, "gradient method (fd_central, fd_forward, adjoint, adjoint_lagged, autodiff)"),
     col("fd_step_rel", Kind::F64, "relative finite-difference step s of the fd methods (delta = s max(|input|, 1)); NaN for others"),
     col("horizon_steps", Kind::U64, "horizon N in steps (horizon_s = N timestep_s)"),
     col("loss", Kind::Str, "the loss of the final state"),
@@ -623,14 +624,13 @@ pub fn expand(
             if n as u64 > max_steps {
                 return Err(err("study", format!("a horizon of {n} steps is over the limit of {max_steps}; set `max_steps:` to raise it")));
             }
-            build_problem(scene, spec.case.as_deref(), &loss, &inputs, n, h).map_err(
-                |(part, m)| match part {
+            let problem = build_problem(scene, spec.case.as_deref(), &loss, &inputs, n, h)
+                .map_err(|(part, m)| match part {
                     Part::Case => err(&format!("{case_key}.case"), m),
                     Part::Loss => err(&loss_key, m),
                     Part::Input(_) if inputs_key.ends_with(".case") => err(&inputs_key, m),
                     Part::Input(j) => err(&format!("{inputs_key}[{j}]"), m),
-                },
-            )?;
+                })?;
             let problem_key = hash_hex(&json!({
                 "cell": cell.id, "steps": n, "loss": loss, "inputs": inputs, "case": spec.case,
                 "reference": {"steps": ref_steps, "max_uncertainty": study.reference.max_uncertainty},
@@ -641,7 +641,7 @@ pub fn expand(
                         continue;
                     }
                 }
-                let skipped = methods::availability(&s.name, &cell.formulation).err();
+                let skipped = methods::availability_for(&s.name, &cell.formulation, &problem).err();
                 let entry = methods::find(&s.name).map_err(|m| err("study.methods", m))?;
                 let steps: Vec<Option<f64>> = if entry.takes_step {
                     let mut list = s.steps.clone().unwrap_or_else(|| {

@@ -6,10 +6,15 @@
 //! | `fd_forward` | any | `(L(θ + δ e_i) − L(θ)) / δ`, error O(δ) + O(ε_L/δ) | 1 per input + 1 |
 //! | `adjoint` | `ncp_fb` | exact implicit-function adjoint of the converged step map (spec `ncp_fb_and_penalty.md` §2.6 with §7.6) | 1 forward with tape + 1 backward sweep |
 //! | `adjoint_lagged` | `ncp_fb` | the same sweep with W and the friction scale frozen and the Newton-only regularization kept (spec §2.6): an approximation | the same |
+//! | `autodiff` | `penalty` | reverse mode through the batched penalty's rollout (burn's `Autodiff` over ndarray, f64; [`super::autodiff`]) | 1 forward with tape + 1 backward pass |
 //!
 //! `δ = s · max(|θ_i|, 1)` for the relative step `s` ([`super::Problem::absolute_step`]);
-//! `ε_L` is the rounding and solver-tolerance noise of the loss. The burn engine's reverse mode
-//! will register as `autodiff`.
+//! `ε_L` is the rounding and solver-tolerance noise of the loss.
+//!
+//! `autodiff` runs on the batched engine, so beyond the formulation it needs a build with the
+//! `burn` feature, a scene the batched engine runs
+//! ([`contactlab_solvers::engine::batched_support`]) and inputs that are tensors there (not
+//! masses or servo gains): [`availability_for`] names what is missing (a `skipped` row).
 //!
 //! Inputs the `ncp_fb` adjoint reads through its assembly: q₀, v₀, controls, friction, servo
 //! gains and body masses. `ncp_fb` does not read `solref`, `ke` or `kd` (its contacts are hard),
@@ -63,6 +68,12 @@ pub const METHODS: &[MethodEntry] = &[
         takes_step: false,
         formulations: Some(&["ncp_fb"]),
     },
+    MethodEntry {
+        name: "autodiff",
+        description: "reverse mode through the batched penalty's rollout (burn Autodiff over ndarray, f64)",
+        takes_step: false,
+        formulations: Some(&["penalty"]),
+    },
 ];
 
 /// Look up a method by name.
@@ -95,6 +106,36 @@ pub fn availability(method: &str, formulation: &str) -> Result<(), String> {
     }
 }
 
+/// [`availability`] for the problem at hand: also, for `autodiff`, whether this build has the
+/// batched engine (the `burn` feature), whether the batched engine runs the problem's model and
+/// whether every input is a tensor of its rollout.
+///
+/// # Errors
+/// The reason (the harness writes a `skipped` row with it).
+pub fn availability_for(method: &str, formulation: &str, problem: &Problem) -> Result<(), String> {
+    availability(method, formulation)?;
+    if method != "autodiff" {
+        return Ok(());
+    }
+    if !cfg!(feature = "burn") {
+        return Err("autodiff runs on the batched engine, which this build lacks (build with `--features burn`)".into());
+    }
+    contactlab_solvers::engine::batched_support(formulation, &problem.model).map_err(|e| {
+        format!("autodiff runs on the batched engine, which cannot run this scene: {e}")
+    })?;
+    for i in &problem.inputs {
+        if let Input::Param(ModelParam::Mass(_) | ModelParam::ServoKp(_) | ModelParam::ServoKv(_)) =
+            i
+        {
+            return Err(format!(
+                "autodiff: input '{}' is a constant of the batched engine's model, not a tensor (masses and servo gains are not differentiable there yet)",
+                i.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A method with its settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Method {
@@ -106,6 +147,8 @@ pub enum Method {
     Adjoint,
     /// The lagged `ncp_fb` adjoint.
     AdjointLagged,
+    /// Reverse mode through the batched penalty ([`super::autodiff`]).
+    Autodiff,
 }
 
 impl Method {
@@ -132,6 +175,7 @@ impl Method {
             ("fd_central", Some(s)) => Method::FdCentral(s),
             ("fd_forward", Some(s)) => Method::FdForward(s),
             ("adjoint", _) => Method::Adjoint,
+            ("autodiff", _) => Method::Autodiff,
             _ => Method::AdjointLagged,
         })
     }
@@ -143,6 +187,7 @@ impl Method {
             Method::FdForward(_) => "fd_forward",
             Method::Adjoint => "adjoint",
             Method::AdjointLagged => "adjoint_lagged",
+            Method::Autodiff => "autodiff",
         }
     }
 
@@ -173,14 +218,15 @@ pub struct Gradient {
 /// Compute the gradient of `problem` with `method` for `formulation`.
 ///
 /// # Errors
-/// The method is not offered by the formulation ([`availability`]), the formulation's
-/// parameters do not build, or the adjoint's forward rollout ended early (diverged).
+/// The method is not available for the formulation and problem ([`availability_for`]), the
+/// formulation's parameters do not build, or the method's forward rollout ended early
+/// (diverged).
 pub fn compute(
     method: Method,
     problem: &Problem,
     formulation: FormulationRef<'_>,
 ) -> Result<Gradient, String> {
-    availability(method.name(), formulation.name)?;
+    availability_for(method.name(), formulation.name, problem)?;
     let t0 = Instant::now();
     let mut g = match method {
         Method::FdCentral(s) => {
@@ -221,6 +267,10 @@ pub fn compute(
         }
         Method::Adjoint => ncp_fb_adjoint(problem, formulation, Mode::Exact)?,
         Method::AdjointLagged => ncp_fb_adjoint(problem, formulation, Mode::Lagged)?,
+        #[cfg(feature = "burn")]
+        Method::Autodiff => super::autodiff::gradient(problem, formulation)?,
+        #[cfg(not(feature = "burn"))]
+        Method::Autodiff => unreachable!("availability_for refuses autodiff without `burn`"),
     };
     g.wall_s = t0.elapsed().as_secs_f64();
     Ok(g)

@@ -24,8 +24,10 @@
 //!
 //! [`methods::METHODS`] lists the methods: `fd_central` and `fd_forward` run on any formulation
 //! (they need only its step); `adjoint` and `adjoint_lagged` are `ncp_fb`'s backward sweep
-//! ([`contactlab_solvers::ncp_fb::adjoint`]). A method a formulation lacks is reported by
-//! [`methods::availability`] with the reason; the harness writes a `skipped` row for it.
+//! ([`contactlab_solvers::ncp_fb::adjoint`]); `autodiff` is reverse mode through the batched
+//! penalty (`autodiff`, with the `burn` feature). A method a formulation or problem lacks is
+//! reported by [`methods::availability_for`] with the reason; the harness writes a `skipped`
+//! row for it.
 //!
 //! The reference ([`reference::reference`], DESIGN.md "Gradients are a capability ... central
 //! finite differences in f64 are always available from the harness as the reference"):
@@ -35,6 +37,8 @@
 //! reference is undefined and nothing is scored against it. Finite-difference steps are
 //! relative: `δ = s · max(|θ|, 1)` in the input's unit.
 
+#[cfg(feature = "burn")]
+pub mod autodiff;
 pub mod cases;
 pub mod methods;
 pub mod reference;

@@ -21,6 +21,9 @@ pub mod penalty;
 pub mod scalar;
 pub mod spatial;
 
+/// burn's wgpu backend at the pinned version.
+#[cfg(feature = "wgpu")]
+pub use burn_wgpu;
 /// burn's tensor API and backends at the pinned version, for callers (tests, the harness)
 /// that build tensors or read gradients without depending on burn themselves.
 pub use {burn_autodiff, burn_ndarray, burn_tensor};

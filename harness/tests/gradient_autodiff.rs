@@ -1,0 +1,98 @@
+//! The gradient study's `autodiff` method through the `contactlab` binary (issue 15): with the
+//! `burn` feature its rows for penalty sit beside the other methods, scored against the f64
+//! reference (one step within 1e-6, 50 steps within 1e-4 on box_slide and cartpole); where it
+//! cannot apply (another formulation, a scene the batched engine cannot run, or a build without
+//! `burn`) the rows are `skipped` with the reason, and the rest of the study runs. (At 2 ms the
+//! box rocks and the 50-step slide is rough: the reference's own uncertainty there is 7.8e-4,
+//! and autodiff's error 7.7e-4.)
+
+mod common;
+use common::{contactlab, stderr};
+
+use contactlab_harness::results::{read_runs, Row};
+
+const STUDY: &str = "\
+name: grad_autodiff
+scenes:
+  - name: cartpole
+    label: cartpole_free
+    cart_velocity: 0.2
+  - name: box_slide
+  - name: box_traversal
+    label: traversal_flat
+    obstacle_x: 50.0
+formulations:
+  - name: penalty
+  - name: soft_convex
+sweep:
+  timestep: [0.0005]   # inside penalty's stable plateau: at 2 ms the 50-step slide is rough
+study:
+  kind: gradient
+  cases:
+    cartpole_free: {case: cartpole_free}
+    box_slide: {case: box_slide}
+    traversal_flat: {case: robot_servo_gain}
+  horizons: [1, 50]
+  methods:
+    - autodiff
+    - {name: fd_central, steps: [1.0e-6]}
+";
+
+fn rows_of<'a>(rows: &'a [Row], scene: &str, formulation: &str, method: &str) -> Vec<&'a Row> {
+    rows.iter()
+        .filter(|r| {
+            r.str("scene_label") == scene
+                && r.str("formulation") == formulation
+                && r.str("method") == method
+        })
+        .collect()
+}
+
+#[test]
+fn autodiff_rows_beside_the_other_methods() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("g.yaml"), STUDY).unwrap();
+    let o = contactlab(&["run", "g.yaml"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = tmp.path().join("results").join("grad_autodiff");
+    let rows = read_runs(&dir).unwrap();
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for r in rows_of(&rows, "box_slide", "soft_convex", "autodiff") {
+        assert_eq!(r.str("status"), "skipped");
+        assert!(r.str("reason").contains("soft_convex offers no autodiff"));
+    }
+    for scene in ["cartpole_free", "box_slide", "traversal_flat"] {
+        let ad = rows_of(&rows, scene, "penalty", "autodiff");
+        assert_eq!(ad.len(), 2, "{scene}: one row per horizon");
+        for r in ad {
+            let (status, reason) = (r.str("status"), r.str("reason"));
+            if cfg!(not(feature = "burn")) {
+                assert_eq!(status, "skipped", "{scene}");
+                assert!(reason.contains("this build lacks"), "{reason}");
+            } else if scene == "traversal_flat" {
+                assert_eq!(status, "skipped", "{scene}");
+                assert!(reason.contains("cannot run this scene"), "{reason}");
+            } else {
+                assert_eq!(status, "ok", "{scene}: {reason}");
+                let n = r.u64("horizon_steps");
+                let bound = if n == 1 { 1e-6 } else { 1e-4 };
+                let e = r.f64("grad_max_rel_error");
+                println!(
+                    "{scene}, {n} steps: autodiff max rel. error {e:.2e} ({} vs {}, uncertainty {:.1e})",
+                    r.str("gradient"),
+                    r.str("reference_gradient"),
+                    r.f64("reference_uncertainty_rel")
+                );
+                assert!(e <= bound, "{scene}, {n} steps: {e:e}");
+            }
+        }
+    }
+    if cfg!(feature = "burn") {
+        assert!(
+            report.contains("| box_slide | penalty | autodiff |")
+                && report.contains("| box_slide | penalty | fd_central"),
+            "{report}"
+        );
+    }
+    assert!(rows.iter().all(|r| r.str("status") != "failed"));
+}
