@@ -123,10 +123,10 @@ fn law<B: Backend>(
     let adh = pen.not().and(&d.lt(&c.ka));
     let vn = dot3(n, vrel);
     let spring = -(&c.ke * d);
-    let normal = pen.select(
-        &(&spring - &(&c.kd * &vn.min_c(0.0))),
-        &adh.select(&spring, &S::C(0.0)),
-    );
+    // pen: spring − kd min(vn, 0); adhesion: spring − 0 = spring; else 0 − 0 (exact, and
+    // two constant-branch selects instead of a select of two tensors).
+    let damping = pen.select(&(&c.kd * &vn.min_c(0.0)), &S::C(0.0));
+    let normal = pen.or(&adh).select(&spring, &S::C(0.0)) - damping;
     let vt = sub3(vrel, &scale3(n, &vn));
     let s2 = dot3(&vt, &vt);
     let slipping = pen.and(&s2.gt(&S::C(0.0)));
@@ -218,6 +218,19 @@ fn passive_and_actuation<B: Backend>(
 /// One penalty step of every world: positions `q` `(nq)`, velocities `v` `(nv)`, controls `u`
 /// `(nu)`, timestep `h` (s). Pure: differentiable end to end on an autodiff backend.
 pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64) -> StepOut<B> {
+    step_with(b, &b.coef, q, v, u, h)
+}
+
+/// [`step`] with the pair coefficients `coef` `(npair)` in place of `b.coef` (a shard of the
+/// worlds steps with its slice of them).
+pub fn step_with<B: Backend>(
+    b: &Batch<B>,
+    coef: &[PairCoefficients<B>],
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+    h: f64,
+) -> StepOut<B> {
     let model = &b.model;
     let k = forward(model, q);
     let (cvel, cdof_dot) = velocities(model, &k, v);
@@ -241,7 +254,7 @@ pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64
         let mut wrench: Vec<Sv<B>> = vec![zero6(); model.bodies.len()];
         for cand in cands {
             let pr = &b.compiled.pairs[cand.pair];
-            let coef = &b.coef[cand.pair];
+            let coef = &coef[cand.pair];
             let d = &cand.gap - pr.material.margin;
             let active = cand.found.and(&d.lt(&coef.ka.max_c(0.0)));
             let vel = |body: usize| point_velocity(&cvel[body], &cand.point);
