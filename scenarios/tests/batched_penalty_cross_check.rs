@@ -1,9 +1,8 @@
 //! The batched penalty (`burn-ndarray`, f64) against the cpu penalty on the same cells
 //! (issue 15): the largest |qpos difference| over the horizon at most 1e-9 on box_slide,
 //! box_incline, sphere_roll and cartpole, and over the first 0.5 s of box_drop; ten cube tosses
-//! (the first ten files, one batch of ten worlds with their own initial states) over 0.1 s
-//! (see that test for why not the whole recording). The cells' timestep is
-//! [`H`]. With `wgpu`, the f32
+//! (the first ten files, one batch of ten worlds with their own initial states) over the whole
+//! recording. The cells' timestep is [`H`]. With `wgpu`, the f32
 //! `burn-wgpu` engine (lavapipe in CI) within 1e-4 m over 1 s on the non-chaotic scenes.
 #![cfg(feature = "burn")]
 
@@ -89,15 +88,15 @@ fn closed_form_scenes_agree_to_1e_9() {
     }
 }
 
-/// Ten tosses as one batch of ten worlds, each with its own initial state. A tumbling cube's
-/// repeated edge and corner impacts amplify round-off (the two engines sum contact torques and
-/// inertias in different orders): measured, the worlds agree to 2e-15 over the first 0.1 s,
-/// part by 6e-8 m by 0.25 s and by up to 1.3e-3 m by the end of the recordings (1e-10
-/// for toss 14). So the 1e-9 bound is asserted over the first 0.1 s only, and the whole
-/// horizon is held to 1e-2 m, a tenth of the cube's edge: the issue's bound over the whole
-/// horizon needs the cpu engine's order of operations reproduced exactly (left open).
+/// Ten tosses as one batch of ten worlds, each with its own initial state, over the whole
+/// recording. A tumbling cube's repeated edge and corner impacts amplify any round-off
+/// difference between the engines exponentially (before the batched engine followed the cpu
+/// engine's order of operations, a last-bit difference born in free flight at step 14 grew to
+/// 1e-13 m by step 370 and 1.3e-3 m by the end), so the bound holds only because the batched
+/// step evaluates the cpu step's arithmetic in the same order: measured, the two agree exactly
+/// (difference 0) on every step of every toss.
 #[test]
-fn ten_cube_tosses_in_one_batch_agree_to_1e_9_over_the_first_tenth_of_a_second() {
+fn ten_cube_tosses_in_one_batch_agree_to_1e_9_over_the_whole_recording() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/cube_toss");
     let scenes: Vec<Scene> = [1, 2, 5, 7, 8, 10, 11, 13, 14, 15]
         .iter()
@@ -105,14 +104,12 @@ fn ten_cube_tosses_in_one_batch_agree_to_1e_9_over_the_first_tenth_of_a_second()
         .collect();
     let first = &scenes[0];
     let initial: Vec<State> = scenes.iter().map(|s| s.initial.clone()).collect();
-    let early = max_qpos_difference(first, &initial, ndarray(first, 10), H, steps(0.1, H));
-    let n = steps(first.horizon, H);
-    let whole = max_qpos_difference(first, &initial, ndarray(first, 10), H, n);
-    println!(
-        "10 cube tosses: max |qpos difference| {early:.3e} over 0.1 s, {whole:.3e} over {n} steps"
-    );
-    assert!(early <= 1e-9, "cube tosses, first 0.1 s: {early:e}");
-    assert!(whole <= 1e-2, "cube tosses, whole horizon: {whole:e}");
+    // The longest recording; shorter ones are held to the bound past their end.
+    let horizon = scenes.iter().map(|s| s.horizon).fold(0.0, f64::max);
+    let n = steps(horizon, H);
+    let d = max_qpos_difference(first, &initial, ndarray(first, 10), H, n);
+    println!("10 cube tosses: max |qpos difference| {d:.3e} over {n} steps of {H} s");
+    assert!(d <= 1e-9, "cube tosses, whole recording: {d:e}");
 }
 
 /// Not yet run to completion: on lavapipe (2 shared cores) the four scenes did not finish

@@ -3,35 +3,61 @@
 //! with the base accelerating at −g (`mj_rne`), the mass matrix by the composite rigid body
 //! algorithm (`mj_crb`, armature on the diagonal), its Cholesky solve, and position
 //! integration (`mj_integratePos`). Spatial conventions as [`crate::kinematics`].
+//!
+//! Each sum is taken in the order nalgebra evaluates the cpu engine's expression (spatial
+//! inertias as 6 × 6 matrices, `gemv` row sums left to right, `Vector6::dot`, nalgebra's
+//! Cholesky), so that f64 results agree with the cpu engine to the last bit: on a tumbling cube
+//! (`cube_toss`) any last-bit difference is amplified by the impacts to millimetres.
 
 use burn_tensor::backend::Backend;
 
 use super::kinematics::Kin;
 use super::scalar::S;
 use super::spatial::{
-    add3, add6, ang, cross3, cross_force, cross_motion, dot3, dot6, lin, mat_t_vec, mat_vec,
-    scale3, scale6, sv, v3c, zero6, Sv, V3,
+    add3, add6, ang, cross3, cross_force, cross_motion, dot3, dot6, lin, mat6_vec, scale6, sv, v3c,
+    zero6, Sv, M3, M6, Q4, V3,
 };
 use crate::model::{JointKind, Model, Vec3};
 
-/// Spatial inertia of body `b` applied to the motion `s = (ω, v_O)`: the momentum
-/// `(I_c ω + c × p, p)` with `p = m (v_O + ω × c)`, c the COM and I_c the world-frame rotational
-/// inertia about it; equal to [`crate::dynamics::spatial_inertia`] times s.
-pub fn inertia_times<B: Backend>(model: &Model, k: &Kin<B>, b: usize, s: &Sv<B>) -> Sv<B> {
+/// Spatial inertia `(6 × 6)` of body `b` about the world origin (kg, kg m, kg m²): the cpu
+/// engine's [`crate::dynamics::spatial_inertia`] with nalgebra's order of operations,
+/// `[[R diag(I) Rᵀ + (m [c]×) [c]×ᵀ, m [c]×], [m [c]×ᵀ, m 1]]` with R the principal axes and c
+/// the centre of mass (world), each matrix product's terms summed left to right.
+pub fn spatial_inertia<B: Backend>(model: &Model, k: &Kin<B>, b: usize) -> M6<B> {
     let body = &model.bodies[b];
-    let (w, vo) = (ang(s), lin(s));
-    let c = &k.xipos[b];
+    let m = body.mass;
     let r = &k.ximat[b];
-    // I_c ω = R diag(I) Rᵀ ω
-    let local = mat_t_vec(r, &w);
-    let scaled = [
-        &local[0] * body.inertia.x,
-        &local[1] * body.inertia.y,
-        &local[2] * body.inertia.z,
+    let diag = [body.inertia.x, body.inertia.y, body.inertia.z];
+    let rd: M3<B> = std::array::from_fn(|i| std::array::from_fn(|j| &r[i][j] * diag[j]));
+    let times_t = |a: &M3<B>, c: &M3<B>| -> M3<B> {
+        std::array::from_fn(|i| {
+            std::array::from_fn(|j| (0..3).fold(S::zero(), |acc, l| acc + &a[i][l] * &c[j][l]))
+        })
+    };
+    let ic = times_t(&rd, r);
+    let p = &k.xipos[b];
+    let cx: M3<B> = [
+        [S::zero(), -&p[2], p[1].clone()],
+        [p[2].clone(), S::zero(), -&p[0]],
+        [-&p[1], p[0].clone(), S::zero()],
     ];
-    let icw = mat_vec(r, &scaled);
-    let p = scale3(&add3(&vo, &cross3(&w, c)), &S::C(body.mass));
-    sv(&add3(&icw, &cross3(c, &p)), &p)
+    let mcx: M3<B> = std::array::from_fn(|i| std::array::from_fn(|j| &cx[i][j] * m));
+    let mcc = times_t(&mcx, &cx);
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| match (i < 3, j < 3) {
+            (true, true) => &ic[i][j] + &mcc[i][j],
+            (true, false) => mcx[i][j - 3].clone(),
+            (false, true) => mcx[j][i - 3].clone(),
+            (false, false) => S::C(if i == j { m } else { 0.0 }),
+        })
+    })
+}
+
+/// [`spatial_inertia`] of every body `(nbody)`, the world's included (constant).
+pub fn spatial_inertias<B: Backend>(model: &Model, k: &Kin<B>) -> Vec<M6<B>> {
+    (0..model.bodies.len())
+        .map(|b| spatial_inertia(model, k, b))
+        .collect()
 }
 
 /// Body spatial velocities `(nbody)` and dof subspace derivatives `(nv)` at velocities `v`
@@ -65,11 +91,12 @@ pub fn velocities<B: Backend>(model: &Model, k: &Kin<B>, v: &[S<B>]) -> (Vec<Sv<
 }
 
 /// Bias forces c(q, v) `(nv)` (N or N m): Coriolis, centrifugal and, with `gravity`, gravity
-/// (MuJoCo `qfrc_bias`; [`crate::dynamics::bias_forces`]). `cvel`, `cdof_dot` from
-/// [`velocities`].
+/// (MuJoCo `qfrc_bias`; [`crate::dynamics::bias_forces`]). `inertia` from
+/// [`spatial_inertias`], `cvel`, `cdof_dot` from [`velocities`].
 pub fn bias<B: Backend>(
     model: &Model,
     k: &Kin<B>,
+    inertia: &[M6<B>],
     v: &[S<B>],
     cvel: &[Sv<B>],
     cdof_dot: &[Sv<B>],
@@ -87,11 +114,8 @@ pub fn bias<B: Backend>(
                 ab = add6(&ab, &scale6(&cdof_dot[d], &v[d]));
             }
         }
-        let iv = inertia_times(model, k, b, &cvel[b]);
-        f[b] = add6(
-            &inertia_times(model, k, b, &ab),
-            &cross_force(&cvel[b], &iv),
-        );
+        let iv = mat6_vec(&inertia[b], &cvel[b]);
+        f[b] = add6(&mat6_vec(&inertia[b], &ab), &cross_force(&cvel[b], &iv));
         cacc[b] = ab;
     }
     let mut tau = vec![S::zero(); model.nv];
@@ -108,45 +132,29 @@ pub fn bias<B: Backend>(
     tau
 }
 
-/// Generalized force `(nv)` of world-frame wrenches `(p × F, F)` about the origin applied to
-/// bodies (`wrench[b]`, `(nbody)`): τ_d = cdof_d · Σ_{b in subtree(body(d))} wrench_b, i.e.
-/// Jᵀ F of each force at its point.
-pub fn wrench_forces<B: Backend>(model: &Model, k: &Kin<B>, mut wrench: Vec<Sv<B>>) -> Vec<S<B>> {
-    let mut tau = vec![S::zero(); model.nv];
-    for b in (1..model.bodies.len()).rev() {
-        for &ji in &model.bodies[b].joints {
-            let j = &model.joints[ji];
-            for d in j.dof_adr..j.dof_adr + j.kind.nv() {
-                tau[d] = dot6(&k.cdof[d], &wrench[b]);
-            }
-        }
-        let p = model.bodies[b].parent;
-        let wb = wrench[b].clone();
-        wrench[p] = add6(&wrench[p], &wb);
-    }
-    tau
-}
-
 /// Velocity (m/s, world) of the point `p` (world) fixed to a body moving at `cvel`.
 pub fn point_velocity<B: Backend>(cvel: &Sv<B>, p: &V3<B>) -> V3<B> {
     add3(&lin(cvel), &cross3(&ang(cvel), p))
 }
 
 /// Joint-space mass matrix `(nv × nv)` by the composite rigid body algorithm
-/// ([`crate::dynamics::mass_matrix`]), armature on the diagonal; symmetric, both halves set.
-pub fn mass_matrix<B: Backend>(model: &Model, k: &Kin<B>) -> Vec<Vec<S<B>>> {
+/// ([`crate::dynamics::mass_matrix`], its order of operations): composite inertias summed from
+/// the leaves, `M_ij = s_jᵀ (I^c s_i)`, armature on the diagonal; symmetric, both halves set.
+/// `inertia` from [`spatial_inertias`].
+pub fn mass_matrix<B: Backend>(model: &Model, k: &Kin<B>, inertia: &[M6<B>]) -> Vec<Vec<S<B>>> {
     let nv = model.nv;
-    let nb = model.bodies.len();
+    let mut ic = inertia.to_vec();
+    for b in (1..model.bodies.len()).rev() {
+        let p = model.bodies[b].parent;
+        if p != 0 {
+            let sum: M6<B> =
+                std::array::from_fn(|i| std::array::from_fn(|j| &ic[p][i][j] + &ic[b][i][j]));
+            ic[p] = sum;
+        }
+    }
     let mut m = vec![vec![S::zero(); nv]; nv];
     for i in 0..nv {
-        // Composite inertia of body(i)'s subtree times s_i.
-        let root = model.dof_body[i];
-        let mut f = zero6();
-        for b in 1..nb {
-            if model.is_ancestor(root, b) {
-                f = add6(&f, &inertia_times(model, k, b, &k.cdof[i]));
-            }
-        }
+        let f = mat6_vec(&ic[model.dof_body[i]], &k.cdof[i]);
         m[i][i] = dot6(&k.cdof[i], &f) + model.joints[model.dof_joint[i]].armature;
         let mut j = model.dof_parent[i];
         while let Some(jd) = j {
@@ -159,9 +167,33 @@ pub fn mass_matrix<B: Backend>(model: &Model, k: &Kin<B>) -> Vec<Vec<S<B>>> {
     m
 }
 
-/// Solve `M x = r` per world by Cholesky (`M = L Lᵀ`, M symmetric positive definite). A matrix
-/// that is not positive definite gives NaN (a square root of a negative number), which the
-/// stepper reports as divergence.
+/// `Σ a_k b_k` in nalgebra's order for a dynamically sized vector (`Matrix::dot`): eight
+/// running sums over blocks of eight, combined `(s0 + s4) + (s1 + s5) + …`, then the remaining
+/// products one by one.
+fn dot_dynamic<B: Backend>(a: &[&S<B>], b: &[&S<B>]) -> S<B> {
+    let n = a.len();
+    let mut acc: [S<B>; 8] = std::array::from_fn(|_| S::zero());
+    let mut i = 0;
+    while n - i >= 8 {
+        for (t, s) in acc.iter_mut().enumerate() {
+            *s = &*s + &(a[i + t] * b[i + t]);
+        }
+        i += 8;
+    }
+    let mut res = S::zero();
+    for t in 0..4 {
+        res = res + (&acc[t] + &acc[t + 4]);
+    }
+    for k in i..n {
+        res = res + a[k] * b[k];
+    }
+    res
+}
+
+/// Solve `M x = r` per world by Cholesky (`M = L Lᵀ`, M symmetric positive definite), in
+/// nalgebra's order of operations (`Cholesky::new`, `solve`: the back substitution subtracts a
+/// whole dot product, [`dot_dynamic`]). A matrix that is not positive definite gives NaN (a
+/// square root of a negative number), which the stepper reports as divergence.
 pub fn cholesky_solve<B: Backend>(m: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
     let n = r.len();
     let mut l = vec![vec![S::zero(); n]; n];
@@ -190,32 +222,37 @@ pub fn cholesky_solve<B: Backend>(m: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
     }
     let mut x = vec![S::zero(); n];
     for i in (0..n).rev() {
-        let mut s = y[i].clone();
-        for k in i + 1..n {
-            s = s - &l[k][i] * &x[k];
-        }
-        x[i] = s / &l[i][i];
+        let col: Vec<&S<B>> = (i + 1..n).map(|k| &l[k][i]).collect();
+        let xs: Vec<&S<B>> = x[i + 1..].iter().collect();
+        let dot = dot_dynamic(&col, &xs);
+        x[i] = (&y[i] - &dot) / &l[i][i];
     }
     x
 }
 
 /// Rotate the quaternion at `q[adr..adr + 4]` by the body-frame angular velocity `w` (rad/s)
-/// over `h` s: normalized (as [`super::kinematics::quat_at`]), then ⊗ (cos(θ/2), ŵ sin(θ/2)),
-/// θ = h‖w‖ ([`crate::dynamics::integrate_quat`]), written as (cos(θ/2), w (h/2) sinc(θ/2)) so
-/// that the derivative at w = 0 (a body at rest) is the true h/2 (a series below θ/2 = 1e-4).
+/// over `h` s as [`crate::dynamics::integrate_quat`], in its order of operations: divided by
+/// its norm unless |‖q‖ − 1| ≤ 1e-15, then ⊗ (cos(θ/2), ŵ sin(θ/2)) with θ/2 = (h/2)‖w‖ and
+/// ŵ = w/‖w‖ (x when ‖w‖ < 1e-15). Where w = 0 exactly the cpu engine keeps the quaternion;
+/// here ⊗ (1, w h/2) gives that value and the true derivative h/2 (reverse mode at rest).
 pub fn integrate_quat<B: Backend>(q: &mut [S<B>], adr: usize, w: &V3<B>, h: f64) {
-    let cur = super::kinematics::quat_at(q, adr);
+    let raw: Q4<B> = std::array::from_fn(|i| q[adr + i].clone());
+    let norm = super::kinematics::quat_norm(&raw);
+    let off = (&norm - 1.0).abs().gt(&S::C(1e-15));
+    let cur: Q4<B> = std::array::from_fn(|i| off.select(&(&raw[i] / &norm), &raw[i]));
     let n2 = dot3(w, w);
     let moving = n2.gt(&S::C(0.0));
     let wn = moving.select(&n2, &S::C(1.0)).sqrt();
+    let tiny = wn.lt(&S::C(1e-15));
     let half = &wn * (0.5 * h);
-    let small = half.lt(&S::C(1e-4));
-    let series = S::C(1.0) - &(&half * &half) / 6.0;
-    let safe = small.select(&S::C(1.0), &half);
-    let sinc = small.select(&series, &(half.sin() / &safe));
-    let c = moving.select(&half.cos(), &S::C(1.0));
-    let k = moving.select(&sinc, &S::C(1.0)) * (0.5 * h);
-    let r = [c, &w[0] * &k, &w[1] * &k, &w[2] * &k];
+    let (s, c) = (half.sin(), half.cos());
+    let r: Q4<B> = std::array::from_fn(|i| {
+        if i == 0 {
+            return moving.select(&c, &S::C(1.0));
+        }
+        let axis = tiny.select(&S::C(if i == 1 { 1.0 } else { 0.0 }), &(&w[i - 1] / &wn));
+        moving.select(&(&axis * &s), &(&w[i - 1] * (0.5 * h)))
+    });
     let out = super::spatial::qmul(&cur, &r);
     q[adr..adr + 4].clone_from_slice(&out);
 }

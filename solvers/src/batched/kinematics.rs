@@ -28,12 +28,19 @@ pub struct Kin<B: Backend> {
     pub geom_xquat: Vec<Q4<B>>,
 }
 
+/// ‖q‖ of a quaternion `(w, x, y, z)` in nalgebra's order (`Quaternion::norm`: coordinates
+/// stored `(x, y, z, w)`, a 4-vector's dot as `(x² + z²) + (y² + w²)`), so that it has the cpu
+/// engine's last bit.
+pub fn quat_norm<B: Backend>(q: &Q4<B>) -> S<B> {
+    let [w, x, y, z] = q;
+    ((x * x + z * z) + (y * y + w * w)).sqrt()
+}
+
 /// The quaternion at `q[adr..adr + 4]`, normalized as [`crate::kinematics::quat_at`]: left as
 /// is when |‖q‖ − 1| ≤ 1e-15, else multiplied by 1/‖q‖.
 pub fn quat_at<B: Backend>(q: &[S<B>], adr: usize) -> Q4<B> {
     let raw: Q4<B> = std::array::from_fn(|i| q[adr + i].clone());
-    let n2 = &raw[0] * &raw[0] + &raw[1] * &raw[1] + &raw[2] * &raw[2] + &raw[3] * &raw[3];
-    let norm = n2.sqrt();
+    let norm = quat_norm(&raw);
     let keep = (&norm - 1.0).abs().le(&S::C(1e-15));
     // x · 1 = x exactly, so one select of the factor stands for four of the components.
     let inv = keep.select(&S::C(1.0), &(S::C(1.0) / &norm));

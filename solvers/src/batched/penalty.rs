@@ -16,13 +16,14 @@ use burn_tensor::backend::Backend;
 
 use super::collision::{plane_pair, Candidate};
 use super::dynamics::{
-    bias, cholesky_solve, integrate_positions, mass_matrix, point_velocity, velocities,
-    wrench_forces,
+    bias, cholesky_solve, integrate_positions, mass_matrix, point_velocity, spatial_inertias,
+    velocities,
 };
 use super::kinematics::{forward, Kin};
 use super::scalar::{M, S};
-use super::spatial::{add3, cross3, dot3, scale3, sub3, sv, zero3, zero6, Sv, V3};
+use super::spatial::{add3, ang, cross3, dot3, lin, scale3, sub3, zero3, V3};
 use crate::compiled::CompiledModel;
+use crate::kinematics::body_dofs;
 use crate::model::{ActuatorKind, JointKind, Model, Vec3};
 use crate::penalty::law::FrictionLaw;
 use crate::penalty::PenaltyParams;
@@ -239,7 +240,8 @@ pub fn step_with<B: Backend>(
     } else {
         model.options.gravity
     };
-    let c = bias(model, &k, v, &cvel, &cdof_dot, &gravity);
+    let inertia = spatial_inertias(model, &k);
+    let c = bias(model, &k, &inertia, v, &cvel, &cdof_dot, &gravity);
     let pa = passive_and_actuation(model, q, v, u);
     let jf = joint_forces(model, &b.params, q, v);
     let mut tau: Vec<S<B>> = (0..model.nv).map(|d| &(&pa[d] - &c[d]) + &jf[d]).collect();
@@ -251,34 +253,56 @@ pub fn step_with<B: Backend>(
             let detect = pr.material.margin + pr.material.gap;
             plane_pair(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
         }
-        let mut wrench: Vec<Sv<B>> = vec![zero6(); model.bodies.len()];
+        // The dofs moving each body, for the contact Jacobians.
+        let moved: Vec<Vec<bool>> = (0..model.bodies.len())
+            .map(|body| {
+                let mut m = vec![false; model.nv];
+                for d in body_dofs(model, body) {
+                    m[d] = true;
+                }
+                m
+            })
+            .collect();
         for cand in cands {
             let pr = &b.compiled.pairs[cand.pair];
             let coef = &coef[cand.pair];
             let d = &cand.gap - pr.material.margin;
             let active = cand.found.and(&d.lt(&coef.ka.max_c(0.0)));
-            let vel = |body: usize| point_velocity(&cvel[body], &cand.point);
-            let vrel = sub3(&vel(pr.bodies[1]), &vel(pr.bodies[0]));
+            // The cpu penalty's relative Jacobian (3 × nv) column by column: the velocity of the
+            // point fixed to geom 2's body minus geom 1's per unit velocity of dof j
+            // (`point_jacobian`); vrel = J v and τ += Jᵀ F in nalgebra's order (`gemv`: the
+            // columns' terms summed left to right), so that the sums have the cpu's last bit.
+            let column = |body: usize, j: usize| -> V3<B> {
+                if moved[body][j] {
+                    add3(&lin(&k.cdof[j]), &cross3(&ang(&k.cdof[j]), &cand.point))
+                } else {
+                    zero3()
+                }
+            };
+            let (b0, b1) = (pr.bodies[0], pr.bodies[1]);
+            let jac: Vec<V3<B>> = (0..model.nv)
+                .map(|j| sub3(&column(b1, j), &column(b0, j)))
+                .collect();
+            let vrel: V3<B> = std::array::from_fn(|r| {
+                jac.iter()
+                    .zip(v)
+                    .fold(S::zero(), |acc, (col, vj)| acc + &col[r] * vj)
+            });
             let (fnormal, ft) = law(coef, &b.params, &cand.normal, &d, &vrel);
             let f = add3(&scale3(&cand.normal, &fnormal), &ft);
             let force: V3<B> = std::array::from_fn(|i| active.select(&f[i], &S::C(0.0)));
-            let moment = cross3(&cand.point, &force);
-            let w = sv(&moment, &force);
-            let neg: Sv<B> = std::array::from_fn(|i| -&w[i]);
-            let (b0, b1) = (pr.bodies[0], pr.bodies[1]);
-            wrench[b1] = std::array::from_fn(|i| &wrench[b1][i] + &w[i]);
-            wrench[b0] = std::array::from_fn(|i| &wrench[b0][i] + &neg[i]);
+            for (t, col) in tau.iter_mut().zip(&jac) {
+                *t = &*t + &dot3(col, &force);
+            }
             contacts.push(ContactOut {
                 candidate: cand,
                 active,
                 force,
             });
         }
-        let tc = wrench_forces(model, &k, wrench);
-        tau = tau.iter().zip(&tc).map(|(a, b)| a + b).collect();
     }
 
-    let mass = mass_matrix(model, &k);
+    let mass = mass_matrix(model, &k, &inertia);
     let acc = cholesky_solve(&mass, &tau);
     let mut v_new: Vec<S<B>> = v.iter().zip(&acc).map(|(v, a)| v + &(a * h)).collect();
     if b.params.angular_damping > 0.0 {

@@ -16,6 +16,8 @@ pub type Q4<B> = [S<B>; 4];
 pub type M3<B> = [[S<B>; 3]; 3];
 /// A per-world spatial vector `(ω or n; v_O or f)`.
 pub type Sv<B> = [S<B>; 6];
+/// A per-world 6 × 6 matrix, rows (a spatial inertia, [`crate::dynamics::spatial_inertia`]).
+pub type M6<B> = [[S<B>; 6]; 6];
 
 /// A constant 3-vector.
 pub fn v3c<B: Backend>(v: &Vec3) -> V3<B> {
@@ -168,9 +170,16 @@ pub fn scale6<B: Backend>(a: &Sv<B>, s: &S<B>) -> Sv<B> {
     std::array::from_fn(|i| &a[i] * s)
 }
 
-/// a · b.
+/// a · b, left to right over the six components (nalgebra's `Vector6::dot`, which
+/// [`crate::dynamics`] uses).
 pub fn dot6<B: Backend>(a: &Sv<B>, b: &Sv<B>) -> S<B> {
-    dot3(&ang(a), &ang(b)) + dot3(&lin(a), &lin(b))
+    a.iter().zip(b).fold(S::zero(), |acc, (x, y)| acc + x * y)
+}
+
+/// m v for a 6 × 6 matrix: each row's products summed left to right (nalgebra's `gemv`, the
+/// order of `Matrix6 * Vector6` in [`crate::dynamics`]).
+pub fn mat6_vec<B: Backend>(m: &M6<B>, v: &Sv<B>) -> Sv<B> {
+    std::array::from_fn(|i| dot6(&m[i], v))
 }
 
 /// Motion cross product `v ×m m` ([`crate::kinematics::cross_motion`]).
