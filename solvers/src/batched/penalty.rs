@@ -113,12 +113,16 @@ pub struct StepOut<B: Backend> {
 
 /// The penalty law ([`crate::penalty::law::contact_force`]) per world: `(normal, tangential)`
 /// force on geom 2 for normal `n`, signed distance `d` (m), relative velocity `vrel` (m/s).
+///
+/// Lanes where `active` is false get zero force (the masks below include it, so that the
+/// caller needs no select of the force).
 fn law<B: Backend>(
     c: &PairCoefficients<B>,
     params: &PenaltyParams,
     n: &V3<B>,
     d: &S<B>,
     vrel: &V3<B>,
+    active: &M<B>,
 ) -> (S<B>, V3<B>) {
     let pen = d.lt(&S::C(0.0));
     let adh = pen.not().and(&d.lt(&c.ka));
@@ -126,11 +130,12 @@ fn law<B: Backend>(
     let spring = -(&c.ke * d);
     // pen: spring − kd min(vn, 0); adhesion: spring − 0 = spring; else 0 − 0 (exact, and
     // two constant-branch selects instead of a select of two tensors).
-    let damping = pen.select(&(&c.kd * &vn.min_c(0.0)), &S::C(0.0));
-    let normal = pen.or(&adh).select(&spring, &S::C(0.0)) - damping;
+    let pushing = active.and(&pen);
+    let damping = pushing.select(&(&c.kd * &vn.min_c(0.0)), &S::C(0.0));
+    let normal = active.and(&pen.or(&adh)).select(&spring, &S::C(0.0)) - damping;
     let vt = sub3(vrel, &scale3(n, &vn));
     let s2 = dot3(&vt, &vt);
-    let slipping = pen.and(&s2.gt(&S::C(0.0)));
+    let slipping = pushing.and(&s2.gt(&S::C(0.0)));
     // Inactive lanes get a slip of 1 so that no derivative divides by zero.
     let s = slipping.select(&s2, &S::C(1.0)).sqrt();
     let cap = &c.mu * &normal.max_c(0.0);
@@ -288,9 +293,9 @@ pub fn step_with<B: Backend>(
                     .zip(v)
                     .fold(S::zero(), |acc, (col, vj)| acc + &col[r] * vj)
             });
-            let (fnormal, ft) = law(coef, &b.params, &cand.normal, &d, &vrel);
-            let f = add3(&scale3(&cand.normal, &fnormal), &ft);
-            let force: V3<B> = std::array::from_fn(|i| active.select(&f[i], &S::C(0.0)));
+            let (fnormal, ft) = law(coef, &b.params, &cand.normal, &d, &vrel, &active);
+            // Zero (±0) where inactive: the law's masks include `active`.
+            let force = add3(&scale3(&cand.normal, &fnormal), &ft);
             for (t, col) in tau.iter_mut().zip(&jac) {
                 *t = &*t + &dot3(col, &force);
             }
