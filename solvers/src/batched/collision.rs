@@ -12,10 +12,9 @@ use burn_tensor::backend::Backend;
 
 use super::kinematics::Kin;
 use super::scalar::{M, S};
-use super::spatial::{add3, column, dot3, qmat, scale3, sub3, M3, V3};
+use super::spatial::{add3, column, dot3, qmat, scale3, sub3, V3};
 use crate::geometry::GeomShape;
 use crate::model::Model;
-use crate::model::Vec3;
 
 /// One contact candidate of a pair, per world.
 pub struct Candidate<B: Backend> {
@@ -81,46 +80,9 @@ pub fn plane_pair<B: Backend>(
             }
         }
         GeomShape::Box { half } => {
-            // mjc_PlaneBox: corners i (bit 0, 1, 2: sign of x, y, z) with cdist + ldist ≤ detect
-            // and ldist ≤ 0, the first four in index order.
             let rot = qmat(&k.geom_xquat[g1]);
-            let cdist = dot3(&sub3(gpos, pp), &n);
-            let mut count = S::C(0.0);
-            let corners = box_corners(&rot, half);
-            for v in corners {
-                let ldist = dot3(&n, &v);
-                let dist = &cdist + &ldist;
-                let valid = dist.gt(&S::C(detect)).or(&ldist.gt(&S::C(0.0))).not();
-                let found = valid.and(&count.lt(&S::C(3.5)));
-                count = count + found.indicator();
-                let corner = add3(&v, gpos);
-                let s = -(&dist / 2.0);
-                out.push(Candidate {
-                    pair,
-                    found,
-                    point: add3(&corner, &scale3(&n, &s)),
-                    normal: n.clone(),
-                    gap: dist,
-                });
-            }
+            super::plane_box::candidates(pair, &n, pp, gpos, &rot, half, detect, out);
         }
         _ => unreachable!("engine::batched_support refuses other pairs"),
     }
-}
-
-/// The eight corners of a box, `rot (±hx, ±hy, ±hz)` (m, world, about its centre), in
-/// `mjc_PlaneBox`'s order (corner `i`: bit 0, 1, 2 the sign of x, y, z), each component
-/// equal to the row product `(r0 cx + r1 cy) + r2 cz` to the last bit. Negation commutes
-/// with rounding, so with `A = r0 hx`, `B = r1 hy`, `C = r2 hz` the eight are `±(A ± B) ± C`:
-/// thirteen operations per component instead of forty.
-pub fn box_corners<B: Backend>(rot: &M3<B>, half: &Vec3) -> [V3<B>; 8] {
-    let per_row = |r: &[S<B>; 3]| -> [S<B>; 8] {
-        let (a, b, c) = (&r[0] * half.x, &r[1] * half.y, &r[2] * half.z);
-        let (p, q) = (&a + &b, &a - &b); // (+, +) and (+, −); (−, −) is −p, (−, +) is −q
-        let (pc, pm) = (&p + &c, &p - &c);
-        let (qc, qm) = (&q + &c, &q - &c);
-        [-&pc, qm.clone(), -&qc, pm.clone(), -pm, qc, -qm, pc]
-    };
-    let [x, y, z] = [per_row(&rot[0]), per_row(&rot[1]), per_row(&rot[2])];
-    std::array::from_fn(|i| [x[i].clone(), y[i].clone(), z[i].clone()])
 }

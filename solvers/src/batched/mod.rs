@@ -18,6 +18,7 @@ pub mod collision;
 pub mod dynamics;
 pub mod kinematics;
 pub mod penalty;
+pub mod plane_box;
 pub mod scalar;
 pub mod spatial;
 
