@@ -19,6 +19,7 @@ pub mod dynamics;
 pub mod kinematics;
 pub mod penalty;
 pub mod plane_box;
+pub mod reverse;
 pub mod scalar;
 pub mod spatial;
 
@@ -30,7 +31,7 @@ use burn_tensor::backend::Backend;
 use burn_tensor::{Tensor, TensorData};
 use nalgebra::DVector;
 
-use crate::engine::{EngineError, Stepper};
+use crate::engine::{DeviceMemory, EngineError, Stepper};
 use crate::features::IgnoredFeature;
 use crate::formulation::{ContactRecord, Formulation, StepReport};
 use crate::model::{Model, State, Vec3};
@@ -67,6 +68,49 @@ pub fn download<B: Backend>(s: &S<B>, worlds: usize) -> Vec<f64> {
             .convert::<f64>()
             .to_vec::<f64>()
             .expect("a float tensor reads back as f64"),
+    }
+}
+
+/// A float tensor's values as f64 on the host (a readback on GPU backends).
+pub fn read_f64<B: Backend, const D: usize>(t: &Tensor<B, D>) -> Vec<f64> {
+    t.to_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .expect("a float tensor reads back as f64")
+}
+
+/// The memory usage of engine `name`'s default device, after waiting for its queued work:
+/// `Some` for `burn-wgpu` and `burn-cuda` in builds with their features, `None` otherwise
+/// (ndarray's memory is the process heap, which the harness counts itself).
+pub fn device_memory(name: &str) -> Option<DeviceMemory> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    use burn_cubecl::cubecl::Runtime;
+    match name {
+        #[cfg(feature = "wgpu")]
+        "burn-wgpu" => {
+            let device = burn_wgpu::WgpuDevice::default();
+            let _ = <WgpuF32 as Backend>::sync(&device);
+            let u = burn_wgpu::WgpuRuntime::client(&device)
+                .memory_usage()
+                .ok()?;
+            Some(DeviceMemory {
+                in_use: u.bytes_in_use,
+                reserved: u.bytes_reserved,
+            })
+        }
+        #[cfg(feature = "cuda")]
+        "burn-cuda" => {
+            let device = burn_cuda::CudaDevice::default();
+            let _ = <CudaF32 as Backend>::sync(&device);
+            let u = burn_cubecl::cubecl::cuda::CudaRuntime::client(&device)
+                .memory_usage()
+                .ok()?;
+            Some(DeviceMemory {
+                in_use: u.bytes_in_use,
+                reserved: u.bytes_reserved,
+            })
+        }
+        _ => None,
     }
 }
 
@@ -156,6 +200,13 @@ impl<B: Backend> BatchedPenalty<B> {
     pub fn with_shards(mut self, shards: usize) -> Self {
         let states = self.read_states();
         self.split(shards, &states);
+        self
+    }
+
+    /// Skip the contact law in a step where no world of a shard has a contact candidate
+    /// ([`Batch::skip_idle_contacts`]: one readback per step; for CPU backends).
+    pub fn with_idle_contact_skip(mut self, on: bool) -> Self {
+        self.batch.skip_idle_contacts = on;
         self
     }
 
@@ -390,7 +441,8 @@ pub fn stepper(
                 worlds,
                 Default::default(),
             )
-            .with_shards(cpu_shards(worlds)),
+            .with_shards(cpu_shards(worlds))
+            .with_idle_contact_skip(true),
         )),
         #[cfg(feature = "wgpu")]
         "burn-wgpu" => Ok(Box::new(BatchedPenalty::<WgpuF32>::new(

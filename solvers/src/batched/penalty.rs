@@ -55,6 +55,11 @@ pub struct Batch<B: Backend> {
     pub params: PenaltyParams,
     /// `(npair)` coefficients, in [`CompiledModel::pairs`] order.
     pub coef: Vec<PairCoefficients<B>>,
+    /// Read back, each step, whether any world has a contact candidate, and skip the contact
+    /// law and Jacobians when none has (their forces would all be zero): a broad phase for
+    /// the whole batch. One readback per step, cheap on a CPU backend (burn-ndarray sets
+    /// it) and a device synchronization on a GPU (off there). Default off.
+    pub skip_idle_contacts: bool,
 }
 
 impl<B: Backend> Batch<B> {
@@ -85,6 +90,7 @@ impl<B: Backend> Batch<B> {
             compiled,
             params,
             coef,
+            skip_idle_contacts: false,
         }
     }
 }
@@ -257,6 +263,15 @@ pub fn step_with<B: Backend>(
         for (i, pr) in b.compiled.pairs.iter().enumerate() {
             let detect = pr.material.margin + pr.material.gap;
             plane_pair(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
+        }
+        if b.skip_idle_contacts
+            && !cands
+                .iter()
+                .fold(M::C(false), |any, c| any.or(&c.found))
+                .any_true()
+        {
+            // No world has a candidate: every contact force would be zero.
+            cands.clear();
         }
         // The dofs moving each body, for the contact Jacobians.
         let moved: Vec<Vec<bool>> = (0..model.bodies.len())

@@ -160,6 +160,14 @@ impl<B: Backend> M<B> {
         }
     }
 
+    /// Whether any world is true (a readback for a tensor).
+    pub fn any_true(&self) -> bool {
+        match self {
+            M::C(b) => *b,
+            M::T(t) => t.clone().any().to_data().iter::<bool>().any(|x| x),
+        }
+    }
+
     /// Logical and.
     pub fn and(&self, o: &M<B>) -> Self {
         match (self, o) {
