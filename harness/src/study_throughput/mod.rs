@@ -57,8 +57,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::catalog::Catalog;
-use crate::config::{locate, ConfigError, ExperimentConfig, StudySpec};
+use crate::config::{ConfigError, ExperimentConfig, StudySpec};
 use crate::results::{ColumnDef, Kind};
+use crate::study_gradient::locate_near;
 use crate::sweep::{hash_hex, Cell, MAX_WORLDS};
 
 /// The `study` block of a throughput experiment (module doc).
@@ -202,7 +203,7 @@ pub fn plan(
     };
     let err = |key: &str, message: String| ConfigError {
         file: file.to_path_buf(),
-        line: locate(text, key).or_else(|| locate(text, "study")),
+        line: locate_near(text, key),
         key: key.to_string(),
         message,
     };
@@ -481,7 +482,7 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
             }
             return Some(ConfigError {
                 file: file.to_path_buf(),
-                line: locate(text, &key).or_else(|| locate(text, "study")),
+                line: locate_near(text, &key),
                 key,
                 message,
             });

@@ -205,17 +205,19 @@ fn measure(
     catalog: &Catalog,
     row: &mut Row,
 ) -> Result<Option<String>, CellError> {
-    if let Some(cap) = &cell.over_cap {
-        return Err(CellError::Skipped(format!(
-            "{} worlds is over study.{cap} (the experiment's cap for this engine and pass)",
-            cell.grid.worlds
-        )));
-    }
     let scene = catalog.build_scene(&cell.grid.scene, &cell.grid.scene_params)?;
     // The engine's own refusal (a formulation or model element it lacks, a build without
-    // its feature) comes first, before anything is allocated.
+    // its feature, no reverse mode) comes first, then the experiment's cap.
     contactlab_solvers::engine::check(&cell.grid.engine, &cell.grid.formulation, &scene.model)
         .map_err(|e| CellError::Skipped(e.to_string()))?;
+    if cell.pass != Pass::Forward && cell.grid.engine == "cpu" {
+        cpu_reverse_available(&cell.grid.formulation)?;
+    }
+    if let Some(cap) = &cell.over_cap {
+        return Err(CellError::Skipped(format!(
+            "over study.{cap} worlds (the experiment's cap for this engine and pass)"
+        )));
+    }
     match cell.pass {
         Pass::Forward => forward(plan, cell, catalog, &scene, row),
         Pass::ForwardBackward | Pass::Tape => {
@@ -417,6 +419,15 @@ fn reverse(
     Ok(nonfinite(row, bad, worlds))
 }
 
+/// Whether the cpu engine has a reverse-mode gradient for `formulation` (ncp_fb's adjoint).
+fn cpu_reverse_available(formulation: &str) -> Result<(), CellError> {
+    methods::availability("adjoint", formulation).map_err(|why| {
+        CellError::Skipped(format!(
+            "the cpu engine has no reverse-mode gradient for {formulation} ({why}; finite differences are not a backward pass)"
+        ))
+    })
+}
+
 /// The cpu engine's forward+backward: ncp_fb's exact adjoint of the loss
 /// `w · [q_N; v_N]` ([`contactlab_solvers::batched::reverse::loss_weights`]) with respect to
 /// the initial velocities, one gradient per world, the worlds in parallel. Returns
@@ -430,12 +441,7 @@ fn cpu_adjoint(
     h: f64,
     tape: &mut Option<f64>,
 ) -> Result<(f64, f64, usize, usize), CellError> {
-    methods::availability("adjoint", &g.formulation).map_err(|why| {
-        CellError::Skipped(format!(
-            "the cpu engine has no reverse-mode gradient for {} ({why}; finite differences are not a backward pass)",
-            g.formulation
-        ))
-    })?;
+    cpu_reverse_available(&g.formulation)?;
     let m = &scene.model;
     let w = contactlab_solvers::engine::loss_weights(m.nq + m.nv);
     let loss = Loss::linear(
