@@ -189,6 +189,12 @@ pub fn render(
             );
         }
     }
+    if rows
+        .iter()
+        .any(|r| r.str("engine") == "cpu" && r.str("pass") != "forward" && r.str("status") == "ok")
+    {
+        s += "\nThe cpu engine's tape is the heap peak of its adjoint gradients, which run one per worker thread at a time: it grows with the horizon, not with the worlds. burn's is every world's tape at once.\n";
+    }
     // Skipped and failed cells, one line per distinct reason.
     let mut why: BTreeMap<(String, String, String, String), (usize, String)> = BTreeMap::new();
     for r in rows.iter().filter(|r| !matches!(r.str("status"), "ok")) {
