@@ -15,7 +15,7 @@ use contactlab_harness::catalog::Catalog;
 use contactlab_harness::config::{self, ConfigError, FigureKind, QUICKSTART_YAML};
 use contactlab_harness::results::{ResultsError, COLUMNS};
 use contactlab_harness::runner::{self, RunOptions};
-use contactlab_harness::{report, study_control, sweep};
+use contactlab_harness::{report, study_control, study_throughput, sweep};
 use serde_json::{Map, Value};
 
 const ABOUT: &str = "Run interchangeable rigid-body contact formulations on shared scenes and measure them side by side.";
@@ -200,6 +200,12 @@ fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
         print!("{}", study_control::grid_table(&plan));
         return Ok(());
     }
+    if cfg.study.is_throughput() {
+        let plan = study_throughput::plan(&file, &text, cfg, catalog)?;
+        println!("{}: ok", path.display());
+        print!("{}", study_throughput::grid_table(&plan));
+        return Ok(());
+    }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
     println!("{}: ok", path.display());
     if let config::Study::Gradient(study) = &plan.config.study {
@@ -224,6 +230,10 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
         return cmd_run_control(a, &plan);
+    }
+    if cfg.study.is_throughput() {
+        let plan = study_throughput::plan(&file, &text, cfg, catalog)?;
+        return cmd_run_throughput(a, &plan, catalog);
     }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
     let opts = run_options(&a, &plan.config)?;
@@ -277,6 +287,36 @@ fn cmd_run_control(a: RunArgs, plan: &study_control::ControlPlan) -> anyhow::Res
     println!(
         "{}: {} cells ({} resumed, {} run): {} ok, {} failed",
         plan.config.name, s.total, s.resumed, s.ran, s.ok, s.failed
+    );
+    println!("results: {}", dir.display());
+    match s.outputs_error {
+        Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
+        None => Ok(()),
+    }
+}
+
+/// `run` for a throughput study ([`study_throughput`]).
+fn cmd_run_throughput(
+    a: RunArgs,
+    plan: &study_throughput::ThroughputPlan,
+    catalog: &Catalog,
+) -> anyhow::Result<()> {
+    let opts = run_options(&a, &plan.config)?;
+    let dir = opts.dir.clone();
+    let t0 = std::time::Instant::now();
+    let s = study_throughput::run::run(plan, catalog, &opts)
+        .with_context(|| format!("writing results to {}", dir.display()))?;
+    println!(
+        "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed, {} skipped in {:.0} s",
+        plan.config.name,
+        s.total,
+        s.resumed,
+        s.ran,
+        s.ok,
+        s.diverged,
+        s.failed,
+        s.skipped,
+        t0.elapsed().as_secs_f64()
     );
     println!("results: {}", dir.display());
     match s.outputs_error {

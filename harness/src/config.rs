@@ -132,6 +132,8 @@ pub enum StudySpec {
     Gradient(crate::study_gradient::GradientStudy),
     /// Gradient-based control synthesis ([`crate::study_control`]).
     ControlSynthesis(crate::study_control::ControlSynthesisSpec),
+    /// Throughput and memory against the number of worlds ([`crate::study_throughput`]).
+    Throughput(crate::study_throughput::ThroughputSpec),
 }
 
 /// The name the gradient study uses for [`StudySpec`].
@@ -147,6 +149,12 @@ impl StudySpec {
     /// ([`crate::study_control`]); stability and gradient studies share the sweep's planner.
     pub fn is_control_synthesis(&self) -> bool {
         matches!(self, StudySpec::ControlSynthesis(_))
+    }
+
+    /// Whether this is a throughput study, which plans on the sweep's grid and runs on its own
+    /// ([`crate::study_throughput`]).
+    pub fn is_throughput(&self) -> bool {
+        matches!(self, StudySpec::Throughput(_))
     }
 }
 
@@ -362,7 +370,9 @@ pub fn parse(file: &Path, text: &str) -> Result<ExperimentConfig, ConfigError> {
         }
     }
     serde_yaml_ng::from_str(text).map_err(|e| {
-        crate::study_control::study_error(file, text).unwrap_or_else(|| yaml_error(file, text, &e))
+        crate::study_control::study_error(file, text)
+            .or_else(|| crate::study_throughput::study_error(file, text))
+            .unwrap_or_else(|| yaml_error(file, text, &e))
     })
 }
 

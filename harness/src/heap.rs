@@ -1,6 +1,7 @@
-//! Peak heap bytes of a computation on the current thread ([`measure`]), through a counting
-//! global allocator ([`Counting`]) that the `contactlab` binary installs (DESIGN.md: "on CPU
-//! backends a counting global allocator gives exact live and peak heap bytes").
+//! Peak heap bytes of a computation on the current thread ([`measure`]) or in the whole process
+//! ([`measure_process`]), through a counting global allocator ([`Counting`]) that the
+//! `contactlab` binary installs (DESIGN.md: "on CPU backends a counting global allocator gives
+//! exact live and peak heap bytes").
 //!
 //! The counts are per thread: each worker of the rayon pool computes one cell at a time, so the
 //! peak of its thread during [`measure`] is that computation's own (forward plus backward, the
@@ -8,10 +9,15 @@
 //! than the one that allocated it would skew the counts; the gradient computations allocate
 //! and free on their own thread. Where the allocator is not installed (library tests),
 //! [`measure`] returns `None`.
+//!
+//! The process-wide counts are for computations that spread over threads (the cpu engine's
+//! rayon workers, the burn engine's shards): the throughput study runs one cell at a time and
+//! reads the process's peak above the live bytes at the cell's start ([`measure_process`]) and
+//! its live bytes at a point ([`process_live`], the reverse-mode tape after a forward pass).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 thread_local! {
     static LIVE: Cell<i64> = const { Cell::new(0) };
@@ -19,11 +25,19 @@ thread_local! {
 }
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// Live heap bytes of the whole process.
+static PROCESS_LIVE: AtomicI64 = AtomicI64::new(0);
+/// Peak of [`PROCESS_LIVE`] since the last [`measure_process`] began.
+static PROCESS_PEAK: AtomicI64 = AtomicI64::new(0);
 
 /// The system allocator, counting live and peak bytes per thread.
 pub struct Counting;
 
 fn add(n: i64) {
+    let live = PROCESS_LIVE.fetch_add(n, Ordering::Relaxed) + n;
+    if n > 0 {
+        PROCESS_PEAK.fetch_max(live, Ordering::Relaxed);
+    }
     let _ = LIVE.try_with(|l| {
         let v = l.get() + n;
         l.set(v);
@@ -35,7 +49,7 @@ fn add(n: i64) {
     });
 }
 
-// SAFETY: every call is forwarded to `System` unchanged; the counting touches only
+// SAFETY: every call is forwarded to `System` unchanged; the counting touches only atomics and
 // const-initialized thread-locals without destructors (no allocation, no re-entrance).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -83,4 +97,25 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<u64>) {
     let peak = PEAK.with(Cell::get);
     let installed = INSTALLED.load(Ordering::Relaxed);
     (out, installed.then(|| (peak - start).max(0) as u64))
+}
+
+/// Run `f` and return its result with the peak heap bytes of the whole process above its live
+/// bytes at the start, or `None` where the counting allocator is not installed. Allocations of
+/// other threads while `f` runs count too: measure one computation at a time.
+/// Measurements nest: an enclosing one still sees the inner computation's peak.
+pub fn measure_process<T>(f: impl FnOnce() -> T) -> (T, Option<u64>) {
+    let start = PROCESS_LIVE.load(Ordering::Relaxed);
+    let outer = PROCESS_PEAK.swap(start, Ordering::Relaxed);
+    let out = f();
+    let peak = PROCESS_PEAK.fetch_max(outer, Ordering::Relaxed);
+    let installed = INSTALLED.load(Ordering::Relaxed);
+    (out, installed.then(|| (peak - start).max(0) as u64))
+}
+
+/// Live heap bytes of the whole process now, or `None` where the counting allocator is not
+/// installed.
+pub fn process_live() -> Option<i64> {
+    INSTALLED
+        .load(Ordering::Relaxed)
+        .then(|| PROCESS_LIVE.load(Ordering::Relaxed))
 }

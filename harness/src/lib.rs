@@ -4,8 +4,8 @@
 //! ([`sweep`]), the names an experiment may use ([`catalog`]), parallel, resumable execution
 //! ([`runner`]), the measurements ([`metrics`]), per-step trajectories ([`trajectory`]), results
 //! files ([`results`]), figures ([`figures`]) and the report ([`report`]); the gradient study
-//! ([`study_gradient`]) and the control-synthesis study ([`study_control`]) run on the same
-//! machinery. The binary
+//! ([`study_gradient`]), the control-synthesis study ([`study_control`]) and the throughput
+//! study ([`study_throughput`]) run on the same machinery. The binary
 //! `contactlab` drives them.
 
 #![warn(missing_docs)]
@@ -21,6 +21,7 @@ pub mod results;
 pub mod runner;
 pub mod study_control;
 pub mod study_gradient;
+pub mod study_throughput;
 pub mod sweep;
 pub mod testkit;
 pub mod trajectory;

@@ -610,6 +610,9 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
     if cfg.study.is_control_synthesis() {
         return crate::study_control::redraw(dir, &cfg);
     }
+    if cfg.study.is_throughput() {
+        return crate::study_throughput::report::redraw(dir, &cfg);
+    }
     let rows = match read_runs(dir) {
         Ok(rows) => rows,
         Err(_) => {

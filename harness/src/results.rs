@@ -162,7 +162,9 @@ impl Row {
     /// Set column `name`. Panics if the column is not in [`COLUMNS`] (a programmer error).
     pub fn set(&mut self, name: &str, v: Val) {
         assert!(
-            column(name).is_some() || crate::study_control::column(name).is_some(),
+            column(name).is_some()
+                || crate::study_control::column(name).is_some()
+                || crate::study_throughput::column(name).is_some(),
             "results column '{name}' is not defined in COLUMNS"
         );
         self.0.insert(name.to_string(), v);

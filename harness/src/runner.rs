@@ -364,7 +364,7 @@ pub fn step_count(horizon: f64, h: f64) -> usize {
     ((horizon / h) - 1e-9).ceil().max(1.0) as usize
 }
 
-fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use contactlab_scenarios::build;
-use contactlab_solvers::batched::{BatchedPenalty, NdArrayF64};
+use contactlab_solvers::batched::{cpu_shards, BatchedPenalty, NdArrayF64};
 use contactlab_solvers::engine::{CpuStepper, Stepper};
 use contactlab_solvers::penalty::PenaltyParams;
 use serde_json::json;
@@ -41,7 +41,8 @@ fn box_drop_at_4096_worlds() {
         &scene.initial,
         w,
         Default::default(),
-    );
+    )
+    .with_shards(cpu_shards(w));
     let c = world_steps_per_s(&mut cpu, 20);
     let b = world_steps_per_s(&mut burn, 20);
     println!(

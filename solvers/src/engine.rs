@@ -374,3 +374,107 @@ pub fn batched_stepper(
         unreachable!("check() refuses the batched engines in a build without `burn`")
     }
 }
+
+/// Shards the stepper of engine `name` splits `worlds` into, run in parallel on the caller's
+/// rayon pool: burn-ndarray one per worker ([`crate::batched::cpu_shards`]), a GPU engine one
+/// program (1), the cpu engine none (0: each world is its own task).
+pub fn shards(name: &str, worlds: usize) -> usize {
+    match name {
+        "cpu" => 0,
+        #[cfg(feature = "burn")]
+        "burn-ndarray" => crate::batched::cpu_shards(worlds),
+        _ => {
+            let _ = worlds;
+            1
+        }
+    }
+}
+
+/// Memory of a GPU device as its CubeCL client counts it (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// Bytes in live allocations (without padding).
+    pub in_use: u64,
+    /// Bytes reserved from the device (pools included).
+    pub reserved: u64,
+}
+
+/// The memory usage of engine `name`'s default device after its queued work: `Some` for
+/// `burn-wgpu` and `burn-cuda` in builds with their features, `None` otherwise (the CPU
+/// backends' memory is the process heap, which the harness counts itself).
+pub fn device_memory(name: &str) -> Option<DeviceMemory> {
+    #[cfg(feature = "burn")]
+    {
+        crate::batched::device_memory(name)
+    }
+    #[cfg(not(feature = "burn"))]
+    {
+        let _ = name;
+        None
+    }
+}
+
+/// What one forward-plus-backward pass of a batched engine gave
+/// ([`crate::batched::reverse`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReversePass {
+    /// The loss summed over worlds (f64, reduced on the host).
+    pub loss: f64,
+    /// `∂L/∂v₀` of every world, row-major `(worlds × nv)` (f64).
+    pub grad_v0: Vec<f64>,
+    /// Wall time of the forward pass, recording the tape (s).
+    pub forward_s: f64,
+    /// Wall time of the backward pass and the gradients' readback (s).
+    pub backward_s: f64,
+    /// On a GPU backend, device bytes in use after the forward pass above those before it
+    /// (the tape of plain reverse mode); `None` on ndarray.
+    pub device_tape_bytes: Option<u64>,
+    /// Shards the worlds were split into.
+    pub shards: usize,
+}
+
+/// The loss weights `w_i = 1 + 0.37 i − 0.05 i²` of the state coordinates `[q; v]` (`n` of
+/// them) of the reverse passes: fixed, unequal, of both signs, so that no coordinate's
+/// derivative cancels.
+pub fn loss_weights(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| 1.0 + 0.37 * i as f64 - 0.05 * (i * i) as f64)
+        .collect()
+}
+
+/// One forward-plus-backward pass of the batched penalty on engine `name` over
+/// `controls.len()` steps of `h` (s) from `initial` (one state per world), the loss
+/// `Σ_worlds w · [q_N; v_N]` ([`loss_weights`]) differentiated with respect to the initial
+/// velocities; `between` runs after the forward pass and before the backward one
+/// ([`crate::batched::reverse::reverse_pass`]).
+///
+/// # Errors
+/// The cpu engine ([`EngineError::Unsupported`]: no reverse mode through burn), an engine this
+/// build lacks ([`EngineError::NotBuilt`]), an unknown name.
+pub fn reverse_pass(
+    name: &str,
+    params: &crate::penalty::PenaltyParams,
+    model: &Model,
+    initial: &[State],
+    controls: &[Vec<f64>],
+    h: f64,
+    between: &mut dyn FnMut(),
+) -> Result<ReversePass, EngineError> {
+    #[cfg(feature = "burn")]
+    {
+        crate::batched::reverse::reverse_pass(name, params, model, initial, controls, h, between)
+    }
+    #[cfg(not(feature = "burn"))]
+    {
+        let _ = (params, model, initial, controls, h, between);
+        let e = find(name)?;
+        Err(if e.name == "cpu" {
+            EngineError::Unsupported {
+                engine: "cpu",
+                element: "the cpu engine has no reverse mode through burn".into(),
+            }
+        } else {
+            e.not_built()
+        })
+    }
+}

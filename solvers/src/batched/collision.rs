@@ -12,7 +12,7 @@ use burn_tensor::backend::Backend;
 
 use super::kinematics::Kin;
 use super::scalar::{M, S};
-use super::spatial::{add3, column, dot3, mat_vec, qmat, scale3, sub3, V3};
+use super::spatial::{add3, column, dot3, qmat, scale3, sub3, V3};
 use crate::geometry::GeomShape;
 use crate::model::Model;
 
@@ -80,33 +80,8 @@ pub fn plane_pair<B: Backend>(
             }
         }
         GeomShape::Box { half } => {
-            // mjc_PlaneBox: corners i (bit 0, 1, 2: sign of x, y, z) with cdist + ldist ≤ detect
-            // and ldist ≤ 0, the first four in index order.
             let rot = qmat(&k.geom_xquat[g1]);
-            let cdist = dot3(&sub3(gpos, pp), &n);
-            let mut count = S::C(0.0);
-            for i in 0..8 {
-                let c: V3<B> = [
-                    S::C(if i & 1 != 0 { half.x } else { -half.x }),
-                    S::C(if i & 2 != 0 { half.y } else { -half.y }),
-                    S::C(if i & 4 != 0 { half.z } else { -half.z }),
-                ];
-                let v = mat_vec(&rot, &c);
-                let ldist = dot3(&n, &v);
-                let dist = &cdist + &ldist;
-                let valid = dist.gt(&S::C(detect)).or(&ldist.gt(&S::C(0.0))).not();
-                let found = valid.and(&count.lt(&S::C(3.5)));
-                count = count + found.indicator();
-                let corner = add3(&v, gpos);
-                let s = -(&dist / 2.0);
-                out.push(Candidate {
-                    pair,
-                    found,
-                    point: add3(&corner, &scale3(&n, &s)),
-                    normal: n.clone(),
-                    gap: dist,
-                });
-            }
+            super::plane_box::candidates(pair, &n, pp, gpos, &rot, half, detect, out);
         }
         _ => unreachable!("engine::batched_support refuses other pairs"),
     }

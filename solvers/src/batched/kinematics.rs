@@ -42,8 +42,9 @@ pub fn quat_at<B: Backend>(q: &[S<B>], adr: usize) -> Q4<B> {
     let raw: Q4<B> = std::array::from_fn(|i| q[adr + i].clone());
     let norm = quat_norm(&raw);
     let keep = (&norm - 1.0).abs().le(&S::C(1e-15));
-    let inv = S::C(1.0) / &norm;
-    std::array::from_fn(|i| keep.select(&raw[i], &(&raw[i] * &inv)))
+    // x · 1 = x exactly, so one select of the factor stands for four of the components.
+    let inv = keep.select(&S::C(1.0), &(S::C(1.0) / &norm));
+    std::array::from_fn(|i| &raw[i] * &inv)
 }
 
 /// Forward kinematics at positions `q` (`nq` per-world scalars).

@@ -18,6 +18,8 @@ pub mod collision;
 pub mod dynamics;
 pub mod kinematics;
 pub mod penalty;
+pub mod plane_box;
+pub mod reverse;
 pub mod scalar;
 pub mod spatial;
 
@@ -32,7 +34,7 @@ use burn_tensor::backend::Backend;
 use burn_tensor::{Tensor, TensorData};
 use nalgebra::DVector;
 
-use crate::engine::{EngineError, Stepper};
+use crate::engine::{DeviceMemory, EngineError, Stepper};
 use crate::features::IgnoredFeature;
 use crate::formulation::{ContactRecord, Formulation, StepReport};
 use crate::model::{Model, State, Vec3};
@@ -72,6 +74,49 @@ pub fn download<B: Backend>(s: &S<B>, worlds: usize) -> Vec<f64> {
     }
 }
 
+/// A float tensor's values as f64 on the host (a readback on GPU backends).
+pub fn read_f64<B: Backend, const D: usize>(t: &Tensor<B, D>) -> Vec<f64> {
+    t.to_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .expect("a float tensor reads back as f64")
+}
+
+/// The memory usage of engine `name`'s default device, after waiting for its queued work:
+/// `Some` for `burn-wgpu` and `burn-cuda` in builds with their features, `None` otherwise
+/// (ndarray's memory is the process heap, which the harness counts itself).
+pub fn device_memory(name: &str) -> Option<DeviceMemory> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    use burn_cubecl::cubecl::Runtime;
+    match name {
+        #[cfg(feature = "wgpu")]
+        "burn-wgpu" => {
+            let device = burn_wgpu::WgpuDevice::default();
+            let _ = <WgpuF32 as Backend>::sync(&device);
+            let u = burn_wgpu::WgpuRuntime::client(&device)
+                .memory_usage()
+                .ok()?;
+            Some(DeviceMemory {
+                in_use: u.bytes_in_use,
+                reserved: u.bytes_reserved,
+            })
+        }
+        #[cfg(feature = "cuda")]
+        "burn-cuda" => {
+            let device = burn_cuda::CudaDevice::default();
+            let _ = <CudaF32 as Backend>::sync(&device);
+            let u = burn_cubecl::cubecl::cuda::CudaRuntime::client(&device)
+                .memory_usage()
+                .ok()?;
+            Some(DeviceMemory {
+                in_use: u.bytes_in_use,
+                reserved: u.bytes_reserved,
+            })
+        }
+        _ => None,
+    }
+}
+
 fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
     match m {
         M::C(b) => vec![*b; worlds],
@@ -92,19 +137,46 @@ pub fn upload_states<B: Backend>(states: &[State], device: &B::Device) -> (Vec<S
     (q, v)
 }
 
+/// Fewest worlds per shard when a CPU backend splits a batch across threads
+/// ([`BatchedPenalty::with_shards`]): below this the fixed cost of each tensor operation
+/// outweighs the second core.
+pub const MIN_WORLDS_PER_SHARD: usize = 256;
+
+/// Shards for a CPU backend: one per thread of the current rayon pool, each of at least
+/// [`MIN_WORLDS_PER_SHARD`] worlds (one shard for fewer).
+pub fn cpu_shards(worlds: usize) -> usize {
+    rayon::current_num_threads()
+        .min(worlds / MIN_WORLDS_PER_SHARD)
+        .max(1)
+}
+
+/// A contiguous range of worlds with its state: positions `(nq)` and velocities `(nv)`, each a
+/// `(len)` per-world scalar.
+struct Shard<B: Backend> {
+    start: usize,
+    len: usize,
+    q: Vec<S<B>>,
+    v: Vec<S<B>>,
+}
+
 /// The batched penalty as a [`Stepper`] on backend `B`.
+///
+/// The worlds are held in one or more shards ([`BatchedPenalty::with_shards`]), each stepped
+/// as one tensor program; shards run in parallel on the caller's rayon pool. burn-ndarray
+/// runs each elementwise operation on one thread, so on a CPU backend the batch is split into
+/// one shard per core ([`cpu_shards`]); a GPU backend keeps one shard. Worlds never interact,
+/// so the split changes no number.
 pub struct BatchedPenalty<B: Backend> {
     engine: &'static str,
     batch: Batch<B>,
     device: B::Device,
     worlds: usize,
-    q: Vec<S<B>>,
-    v: Vec<S<B>>,
+    shards: Vec<Shard<B>>,
     t: f64,
 }
 
 impl<B: Backend> BatchedPenalty<B> {
-    /// `worlds` copies of `initial` on `model` with penalty parameters `params`.
+    /// `worlds` copies of `initial` on `model` with penalty parameters `params`, in one shard.
     pub fn new(
         engine: &'static str,
         model: &Model,
@@ -114,20 +186,56 @@ impl<B: Backend> BatchedPenalty<B> {
         device: B::Device,
     ) -> Self {
         let worlds = worlds.max(1);
-        let (q, v) = upload_states::<B>(&vec![initial.clone(); worlds], &device);
-        Self {
+        let mut s = Self {
             engine,
             batch: Batch::new(model, params),
             device,
             worlds,
-            q,
-            v,
+            shards: Vec::new(),
             t: initial.t,
-        }
+        };
+        s.split(1, &vec![initial.clone(); worlds]);
+        s
     }
 
-    /// The compiled batch (coefficients may be replaced per world, see
-    /// [`penalty::PairCoefficients`]).
+    /// The same worlds split into `shards` contiguous shards of near-equal size (clamped to
+    /// 1..=worlds), stepped in parallel.
+    pub fn with_shards(mut self, shards: usize) -> Self {
+        let states = self.read_states();
+        self.split(shards, &states);
+        self
+    }
+
+    /// Skip the contact law in a step where no world of a shard has a contact candidate
+    /// ([`Batch::skip_idle_contacts`]: one readback per step; for CPU backends).
+    pub fn with_idle_contact_skip(mut self, on: bool) -> Self {
+        self.batch.skip_idle_contacts = on;
+        self
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn split(&mut self, shards: usize, states: &[State]) {
+        let n = shards.clamp(1, self.worlds);
+        let (base, extra) = (self.worlds / n, self.worlds % n);
+        let mut start = 0;
+        self.shards = (0..n)
+            .map(|i| {
+                let len = base + usize::from(i < extra);
+                let (q, v) = upload_states::<B>(&states[start..start + len], &self.device);
+                let shard = Shard { start, len, q, v };
+                start += len;
+                shard
+            })
+            .collect();
+    }
+
+    /// The compiled batch. Coefficients may be replaced per world (see
+    /// [`penalty::PairCoefficients`]: a constant or a `(worlds)` tensor over all worlds; each
+    /// shard steps with its slice).
     pub fn batch_mut(&mut self) -> &mut Batch<B> {
         &mut self.batch
     }
@@ -137,8 +245,14 @@ impl<B: Backend> BatchedPenalty<B> {
         &self.device
     }
 
-    fn records(&self, out: &penalty::StepOut<B>, h: f64) -> Vec<Vec<ContactRecord>> {
-        let w = self.worlds;
+    fn records(
+        &self,
+        sh: &Shard<B>,
+        coef: &[penalty::PairCoefficients<B>],
+        out: &penalty::StepOut<B>,
+        h: f64,
+    ) -> Vec<Vec<ContactRecord>> {
+        let w = sh.len;
         let mut per_world = vec![Vec::new(); w];
         let (cvel, _) = dynamics::velocities(&self.batch.model, &out.kin, &out.v);
         for c in &out.contacts {
@@ -163,7 +277,7 @@ impl<B: Backend> BatchedPenalty<B> {
                 read3(&vrel),
             );
             let gap = download(&c.candidate.gap, w);
-            let mu = download(&self.batch.coef[c.candidate.pair].mu, w);
+            let mu = download(&coef[c.candidate.pair].mu, w);
             for i in (0..w).filter(|&i| active[i]) {
                 let frame = crate::collision::contact_frame(&normal[i]);
                 per_world[i].push(ContactRecord {
@@ -181,6 +295,28 @@ impl<B: Backend> BatchedPenalty<B> {
     }
 }
 
+/// The coefficients of worlds `start..start + len` (a constant stays one).
+fn slice_coefficients<B: Backend>(
+    coef: &[penalty::PairCoefficients<B>],
+    start: usize,
+    len: usize,
+    worlds: usize,
+) -> Vec<penalty::PairCoefficients<B>> {
+    let cut = |s: &S<B>| match s {
+        S::T(t) if len != worlds => S::T(t.clone().narrow(0, start, len)),
+        other => other.clone(),
+    };
+    coef.iter()
+        .map(|c| penalty::PairCoefficients {
+            ke: cut(&c.ke),
+            kd: cut(&c.kd),
+            kf: cut(&c.kf),
+            ka: cut(&c.ka),
+            mu: cut(&c.mu),
+        })
+        .collect()
+}
+
 impl<B: Backend> Stepper for BatchedPenalty<B> {
     fn engine(&self) -> &'static str {
         self.engine
@@ -191,33 +327,52 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
     }
 
     fn step(&mut self, controls: &[f64], h: f64, want_contacts: bool) -> Vec<StepReport> {
+        use rayon::prelude::*;
         let nu = self.batch.compiled.nu;
         assert_eq!(
             controls.len(),
             nu * self.worlds,
             "controls must be (worlds x nu)"
         );
-        let u: Vec<S<B>> = (0..nu)
-            .map(|a| {
-                let col: Vec<f64> = (0..self.worlds).map(|w| controls[w * nu + a]).collect();
-                if col.iter().all(|&x| x == col[0]) {
-                    S::C(col[0])
-                } else {
-                    S::T(upload(col, &self.device))
-                }
+        let (batch, device, worlds) = (&self.batch, &self.device, self.worlds);
+        let this = &*self;
+        let stepped: Vec<_> = self
+            .shards
+            .par_iter()
+            .map(|sh| {
+                let u: Vec<S<B>> = (0..nu)
+                    .map(|a| {
+                        let col: Vec<f64> = (sh.start..sh.start + sh.len)
+                            .map(|w| controls[w * nu + a])
+                            .collect();
+                        if col.iter().all(|&x| x == col[0]) {
+                            S::C(col[0])
+                        } else {
+                            S::T(upload(col, device))
+                        }
+                    })
+                    .collect();
+                let coef = slice_coefficients(&batch.coef, sh.start, sh.len, worlds);
+                let out = penalty::step_with(batch, &coef, &sh.q, &sh.v, &u, h);
+                let records = want_contacts.then(|| this.records(sh, &coef, &out, h));
+                (out.q, out.v, records)
             })
             .collect();
-        let out = penalty::step(&self.batch, &self.q, &self.v, &u, h);
-        let records = want_contacts.then(|| self.records(&out, h));
-        self.q = out.q;
-        self.v = out.v;
+        let mut all_records = Vec::new();
+        for (sh, (q, v, records)) in self.shards.iter_mut().zip(stepped) {
+            sh.q = q;
+            sh.v = v;
+            if let Some(r) = records {
+                all_records.extend(r);
+            }
+        }
         self.t += h;
         let mut reports = vec![StepReport::explicit(Vec::new()); self.worlds];
-        if let Some(records) = records {
+        if want_contacts {
             // Observed steps also check every world for divergence (one readback).
             for (r, (c, s)) in reports
                 .iter_mut()
-                .zip(records.into_iter().zip(self.read_states()))
+                .zip(all_records.into_iter().zip(self.read_states()))
             {
                 r.contacts = c;
                 *r = std::mem::take(r).check_divergence(&s);
@@ -227,23 +382,27 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
     }
 
     fn read_states(&self) -> Vec<State> {
-        let w = self.worlds;
-        let q: Vec<Vec<f64>> = self.q.iter().map(|s| download(s, w)).collect();
-        let v: Vec<Vec<f64>> = self.v.iter().map(|s| download(s, w)).collect();
-        (0..w)
-            .map(|i| State {
+        let mut out = Vec::with_capacity(self.worlds);
+        for sh in &self.shards {
+            let w = sh.len;
+            let q: Vec<Vec<f64>> = sh.q.iter().map(|s| download(s, w)).collect();
+            let v: Vec<Vec<f64>> = sh.v.iter().map(|s| download(s, w)).collect();
+            out.extend((0..w).map(|i| State {
                 q: DVector::from_iterator(q.len(), q.iter().map(|c| c[i])),
                 v: DVector::from_iterator(v.len(), v.iter().map(|c| c[i])),
                 t: self.t,
-            })
-            .collect()
+            }));
+        }
+        out
     }
 
     fn write_states(&mut self, states: &[State]) {
         assert_eq!(states.len(), self.worlds, "one state per world");
-        let (q, v) = upload_states::<B>(states, &self.device);
-        self.q = q;
-        self.v = v;
+        for sh in &mut self.shards {
+            let (q, v) = upload_states::<B>(&states[sh.start..sh.start + sh.len], &self.device);
+            sh.q = q;
+            sh.v = v;
+        }
         self.t = states[0].t;
     }
 
@@ -276,14 +435,18 @@ pub fn stepper(
         element: e.to_string(),
     })?;
     match name {
-        "burn-ndarray" => Ok(Box::new(BatchedPenalty::<NdArrayF64>::new(
-            "burn-ndarray",
-            model,
-            p,
-            initial,
-            worlds,
-            Default::default(),
-        ))),
+        "burn-ndarray" => Ok(Box::new(
+            BatchedPenalty::<NdArrayF64>::new(
+                "burn-ndarray",
+                model,
+                p,
+                initial,
+                worlds,
+                Default::default(),
+            )
+            .with_shards(cpu_shards(worlds))
+            .with_idle_contact_skip(true),
+        )),
         #[cfg(feature = "wgpu")]
         "burn-wgpu" => Ok(Box::new(BatchedPenalty::<WgpuF32>::new(
             "burn-wgpu",

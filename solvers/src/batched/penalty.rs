@@ -55,6 +55,11 @@ pub struct Batch<B: Backend> {
     pub params: PenaltyParams,
     /// `(npair)` coefficients, in [`CompiledModel::pairs`] order.
     pub coef: Vec<PairCoefficients<B>>,
+    /// Read back, each step, whether any world has a contact candidate, and skip the contact
+    /// law and Jacobians when none has (their forces would all be zero): a broad phase for
+    /// the whole batch. One readback per step, cheap on a CPU backend (burn-ndarray sets
+    /// it) and a device synchronization on a GPU (off there). Default off.
+    pub skip_idle_contacts: bool,
 }
 
 impl<B: Backend> Batch<B> {
@@ -85,6 +90,7 @@ impl<B: Backend> Batch<B> {
             compiled,
             params,
             coef,
+            skip_idle_contacts: false,
         }
     }
 }
@@ -113,24 +119,29 @@ pub struct StepOut<B: Backend> {
 
 /// The penalty law ([`crate::penalty::law::contact_force`]) per world: `(normal, tangential)`
 /// force on geom 2 for normal `n`, signed distance `d` (m), relative velocity `vrel` (m/s).
+///
+/// Lanes where `active` is false get zero force (the masks below include it, so that the
+/// caller needs no select of the force).
 fn law<B: Backend>(
     c: &PairCoefficients<B>,
     params: &PenaltyParams,
     n: &V3<B>,
     d: &S<B>,
     vrel: &V3<B>,
+    active: &M<B>,
 ) -> (S<B>, V3<B>) {
     let pen = d.lt(&S::C(0.0));
     let adh = pen.not().and(&d.lt(&c.ka));
     let vn = dot3(n, vrel);
     let spring = -(&c.ke * d);
-    let normal = pen.select(
-        &(&spring - &(&c.kd * &vn.min_c(0.0))),
-        &adh.select(&spring, &S::C(0.0)),
-    );
+    // pen: spring − kd min(vn, 0); adhesion: spring − 0 = spring; else 0 − 0 (exact, and
+    // two constant-branch selects instead of a select of two tensors).
+    let pushing = active.and(&pen);
+    let damping = pushing.select(&(&c.kd * &vn.min_c(0.0)), &S::C(0.0));
+    let normal = active.and(&pen.or(&adh)).select(&spring, &S::C(0.0)) - damping;
     let vt = sub3(vrel, &scale3(n, &vn));
     let s2 = dot3(&vt, &vt);
-    let slipping = pen.and(&s2.gt(&S::C(0.0)));
+    let slipping = pushing.and(&s2.gt(&S::C(0.0)));
     // Inactive lanes get a slip of 1 so that no derivative divides by zero.
     let s = slipping.select(&s2, &S::C(1.0)).sqrt();
     let cap = &c.mu * &normal.max_c(0.0);
@@ -219,6 +230,19 @@ fn passive_and_actuation<B: Backend>(
 /// One penalty step of every world: positions `q` `(nq)`, velocities `v` `(nv)`, controls `u`
 /// `(nu)`, timestep `h` (s). Pure: differentiable end to end on an autodiff backend.
 pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64) -> StepOut<B> {
+    step_with(b, &b.coef, q, v, u, h)
+}
+
+/// [`step`] with the pair coefficients `coef` `(npair)` in place of `b.coef` (a shard of the
+/// worlds steps with its slice of them).
+pub fn step_with<B: Backend>(
+    b: &Batch<B>,
+    coef: &[PairCoefficients<B>],
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+    h: f64,
+) -> StepOut<B> {
     let model = &b.model;
     let k = forward(model, q);
     let (cvel, cdof_dot) = velocities(model, &k, v);
@@ -240,6 +264,15 @@ pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64
             let detect = pr.material.margin + pr.material.gap;
             plane_pair(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
         }
+        if b.skip_idle_contacts
+            && !cands
+                .iter()
+                .fold(M::C(false), |any, c| any.or(&c.found))
+                .any_true()
+        {
+            // No world has a candidate: every contact force would be zero.
+            cands.clear();
+        }
         // The dofs moving each body, for the contact Jacobians.
         let moved: Vec<Vec<bool>> = (0..model.bodies.len())
             .map(|body| {
@@ -252,7 +285,7 @@ pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64
             .collect();
         for cand in cands {
             let pr = &b.compiled.pairs[cand.pair];
-            let coef = &b.coef[cand.pair];
+            let coef = &coef[cand.pair];
             let d = &cand.gap - pr.material.margin;
             let active = cand.found.and(&d.lt(&coef.ka.max_c(0.0)));
             // The cpu penalty's relative Jacobian (3 × nv) column by column: the velocity of the
@@ -275,9 +308,9 @@ pub fn step<B: Backend>(b: &Batch<B>, q: &[S<B>], v: &[S<B>], u: &[S<B>], h: f64
                     .zip(v)
                     .fold(S::zero(), |acc, (col, vj)| acc + &col[r] * vj)
             });
-            let (fnormal, ft) = law(coef, &b.params, &cand.normal, &d, &vrel);
-            let f = add3(&scale3(&cand.normal, &fnormal), &ft);
-            let force: V3<B> = std::array::from_fn(|i| active.select(&f[i], &S::C(0.0)));
+            let (fnormal, ft) = law(coef, &b.params, &cand.normal, &d, &vrel, &active);
+            // Zero (±0) where inactive: the law's masks include `active`.
+            let force = add3(&scale3(&cand.normal, &fnormal), &ft);
             for (t, col) in tau.iter_mut().zip(&jac) {
                 *t = &*t + &dot3(col, &force);
             }

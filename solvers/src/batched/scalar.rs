@@ -88,9 +88,18 @@ impl<B: Backend> S<B> {
         self.map(f64::abs, |t| t.abs())
     }
 
-    /// min(x, y) per world (y where x ≥ y).
+    /// min(x, y) per world (y where x ≥ y, as `f64::min` for numbers). Two tensors combine
+    /// as `x·[x < y] + y·[x ≥ y]` with each factor a `mask_fill` of zeros (exact, up to the
+    /// sign of a zero), which costs less than `mask_where` on burn-ndarray.
     pub fn min(&self, y: &S<B>) -> Self {
-        self.lt(y).select(self, y)
+        let lt = self.lt(y);
+        match (self, y, &lt) {
+            (S::T(a), S::T(b), M::T(m)) => S::T(
+                a.clone().mask_fill(m.clone().bool_not(), 0.0)
+                    + b.clone().mask_fill(m.clone(), 0.0),
+            ),
+            _ => lt.select(self, y),
+        }
     }
 
     /// sin x.
@@ -151,6 +160,14 @@ impl<B: Backend> M<B> {
         }
     }
 
+    /// Whether any world is true (a readback for a tensor).
+    pub fn any_true(&self) -> bool {
+        match self {
+            M::C(b) => *b,
+            M::T(t) => t.clone().any().to_data().iter::<bool>().any(|x| x),
+        }
+    }
+
     /// Logical and.
     pub fn and(&self, o: &M<B>) -> Self {
         match (self, o) {
@@ -162,28 +179,31 @@ impl<B: Backend> M<B> {
 
     /// Logical or.
     pub fn or(&self, o: &M<B>) -> Self {
-        self.not().and(&o.not()).not()
+        match (self, o) {
+            (M::C(true), _) | (_, M::C(true)) => M::C(true),
+            (M::C(false), x) | (x, M::C(false)) => x.clone(),
+            (M::T(a), M::T(b)) => M::T(a.clone().bool_or(b.clone())),
+        }
     }
 
     /// Per world: `a` where true, else `b`. Only the selected value carries a derivative.
+    ///
+    /// A constant branch is written into the other with `mask_fill` (one pass, no constant
+    /// tensor); two tensor branches use `mask_where`, which costs several times an add on
+    /// burn-ndarray.
     pub fn select(&self, a: &S<B>, b: &S<B>) -> S<B> {
         match self {
             M::C(true) => a.clone(),
             M::C(false) => b.clone(),
-            M::T(m) => {
-                if let (S::C(x), S::C(y)) = (a, b) {
-                    if x == y {
-                        return a.clone();
-                    }
+            M::T(m) => match (a, b) {
+                (S::C(x), S::C(y)) if x == y => a.clone(),
+                (S::C(x), S::C(y)) => {
+                    S::T(Tensor::full(m.shape(), *y, &m.device()).mask_fill(m.clone(), *x))
                 }
-                let like = match (a, b) {
-                    (S::T(t), _) | (_, S::T(t)) => t.clone(),
-                    _ => Tensor::zeros(m.shape(), &m.device()),
-                };
-                let bt = b.tensor_like(&like);
-                let at = a.tensor_like(&like);
-                S::T(bt.mask_where(m.clone(), at))
-            }
+                (S::T(at), S::C(y)) => S::T(at.clone().mask_fill(m.clone().bool_not(), *y)),
+                (S::C(x), S::T(bt)) => S::T(bt.clone().mask_fill(m.clone(), *x)),
+                (S::T(at), S::T(bt)) => S::T(bt.clone().mask_where(m.clone(), at.clone())),
+            },
         }
     }
 
@@ -196,53 +216,55 @@ impl<B: Backend> M<B> {
     }
 }
 
+/// The four operator impls of one binary operation. The owned form is the core: it moves its
+/// tensors into burn, so that burn-ndarray computes in place into an operand it holds alone
+/// (a temporary) instead of allocating; the reference forms clone (a reference count) first.
 macro_rules! binop {
-    ($tr:ident, $f:ident, $cc:expr, $tc:ident, $fold:expr) => {
-        impl<B: Backend> $tr<&S<B>> for &S<B> {
-            type Output = S<B>;
-            fn $f(self, o: &S<B>) -> S<B> {
-                #[allow(clippy::redundant_closure_call)]
-                if let Some(r) = ($fold)(self, o) {
-                    return r;
-                }
-                match (self, o) {
-                    (S::C(a), S::C(b)) => S::C($cc(*a, *b)),
-                    (S::T(a), S::C(b)) => S::T(a.clone().$tc(*b)),
-                    (S::C(a), S::T(b)) => {
-                        S::T(Tensor::full(b.shape(), *a, &b.device()).$f(b.clone()))
-                    }
-                    (S::T(a), S::T(b)) => S::T(a.clone().$f(b.clone())),
-                }
-            }
-        }
+    ($tr:ident, $f:ident, $cc:expr, $tc:ident, $ct:expr, $fold:expr) => {
         impl<B: Backend> $tr<S<B>> for S<B> {
             type Output = S<B>;
             fn $f(self, o: S<B>) -> S<B> {
-                (&self).$f(&o)
+                #[allow(clippy::redundant_closure_call)]
+                if let Some(r) = ($fold)(&self, &o) {
+                    return r;
+                }
+                match (self, o) {
+                    (S::C(a), S::C(b)) => S::C($cc(a, b)),
+                    (S::T(a), S::C(b)) => S::T(a.$tc(b)),
+                    #[allow(clippy::redundant_closure_call)]
+                    (S::C(a), S::T(b)) => S::T(($ct)(a, b)),
+                    (S::T(a), S::T(b)) => S::T(a.$f(b)),
+                }
+            }
+        }
+        impl<B: Backend> $tr<&S<B>> for &S<B> {
+            type Output = S<B>;
+            fn $f(self, o: &S<B>) -> S<B> {
+                self.clone().$f(o.clone())
             }
         }
         impl<B: Backend> $tr<&S<B>> for S<B> {
             type Output = S<B>;
             fn $f(self, o: &S<B>) -> S<B> {
-                (&self).$f(o)
+                self.$f(o.clone())
             }
         }
         impl<B: Backend> $tr<S<B>> for &S<B> {
             type Output = S<B>;
             fn $f(self, o: S<B>) -> S<B> {
-                self.$f(&o)
+                self.clone().$f(o)
             }
         }
         impl<B: Backend> $tr<f64> for &S<B> {
             type Output = S<B>;
             fn $f(self, o: f64) -> S<B> {
-                self.$f(&S::C(o))
+                self.clone().$f(S::C(o))
             }
         }
         impl<B: Backend> $tr<f64> for S<B> {
             type Output = S<B>;
             fn $f(self, o: f64) -> S<B> {
-                (&self).$f(&S::C(o))
+                self.$f(S::C(o))
             }
         }
     };
@@ -257,6 +279,8 @@ binop!(
     add,
     |a: f64, b: f64| a + b,
     add_scalar,
+    // c + t = t + c exactly.
+    |a: f64, b: Tensor<B, 1>| b.add_scalar(a),
     |x: &S<B>, y: &S<B>| {
         if is(y, 0.0) {
             Some(x.clone())
@@ -272,6 +296,8 @@ binop!(
     sub,
     |a: f64, b: f64| a - b,
     sub_scalar,
+    // c − t = (−t) + c exactly (IEEE subtraction adds the negation).
+    |a: f64, b: Tensor<B, 1>| b.neg().add_scalar(a),
     |x: &S<B>, y: &S<B>| {
         if is(y, 0.0) {
             Some(x.clone())
@@ -287,6 +313,8 @@ binop!(
     mul,
     |a: f64, b: f64| a * b,
     mul_scalar,
+    // c · t = t · c exactly.
+    |a: f64, b: Tensor<B, 1>| b.mul_scalar(a),
     |x: &S<B>, y: &S<B>| {
         if is(x, 0.0) || is(y, 0.0) {
             Some(S::C(0.0))
@@ -308,6 +336,12 @@ binop!(
     div,
     |a: f64, b: f64| a / b,
     div_scalar,
+    // 1 / t is `recip` (1/x on every backend in f64); other constants divide a full tensor.
+    |a: f64, b: Tensor<B, 1>| if a == 1.0 {
+        b.recip()
+    } else {
+        Tensor::full(b.shape(), a, &b.device()).div(b)
+    },
     |x: &S<B>, y: &S<B>| {
         if is(y, 1.0) {
             Some(x.clone())
@@ -327,6 +361,9 @@ impl<B: Backend> Neg for &S<B> {
 impl<B: Backend> Neg for S<B> {
     type Output = S<B>;
     fn neg(self) -> S<B> {
-        -&self
+        match self {
+            S::C(x) => S::C(-x),
+            S::T(t) => S::T(t.neg()),
+        }
     }
 }

@@ -1,0 +1,197 @@
+//! Reverse mode through whole rollouts of the batched penalty, for measuring its cost: one
+//! forward pass of `N` steps on burn's `Autodiff` backend (the tape: every operation's saved
+//! inputs), then one backward pass to the initial velocities, as the throughput study's
+//! "forward plus backward" iteration (the Ostrich paper's world-iteration: one forward and one
+//! backward pass over the horizon per world).
+//!
+//! The loss is fixed and generic: `L = Σ_worlds w · [q_N; v_N]` with [`loss_weights`]; the
+//! gradient is `∂L/∂v₀` of every world (its value is not the point here: the gradient study
+//! scores gradients). Losses and gradients are read back and reduced in f64 on the host.
+//!
+//! On a CPU backend the worlds are split into shards ([`super::cpu_shards`]) whose graphs are
+//! independent, recorded and differentiated in parallel on the caller's rayon pool.
+
+use std::time::Instant;
+
+use burn_tensor::backend::AutodiffBackend;
+use burn_tensor::Tensor;
+use rayon::prelude::*;
+
+use super::penalty::{step, Batch};
+use super::scalar::S;
+use super::{cpu_shards, upload_states};
+use crate::engine::{loss_weights, EngineError, ReversePass};
+use crate::model::{Model, State};
+use crate::penalty::PenaltyParams;
+
+/// One forward-plus-backward pass of engine `name` over `controls.len()` steps of `h` (s) from
+/// `initial` (one state per world), the controls of step k `controls[k]` (nu, the same for
+/// every world). `between` runs after the forward pass and before the backward one (the
+/// caller reads its heap counter there: the tape is alive).
+///
+/// # Errors
+/// An engine this build lacks ([`EngineError::NotBuilt`]) or one that is not batched.
+pub fn reverse_pass(
+    name: &str,
+    params: &PenaltyParams,
+    model: &Model,
+    initial: &[State],
+    controls: &[Vec<f64>],
+    h: f64,
+    between: &mut dyn FnMut(),
+) -> Result<ReversePass, EngineError> {
+    let worlds = initial.len();
+    match name {
+        "burn-ndarray" => Ok(pass::<super::AutodiffF64>(
+            &Default::default(),
+            cpu_shards(worlds),
+            name,
+            params,
+            model,
+            initial,
+            controls,
+            h,
+            between,
+        )),
+        #[cfg(feature = "wgpu")]
+        "burn-wgpu" => Ok(pass::<burn_autodiff::Autodiff<super::WgpuF32>>(
+            &Default::default(),
+            1,
+            name,
+            params,
+            model,
+            initial,
+            controls,
+            h,
+            between,
+        )),
+        #[cfg(feature = "cuda")]
+        "burn-cuda" => Ok(pass::<burn_autodiff::Autodiff<super::CudaF32>>(
+            &Default::default(),
+            1,
+            name,
+            params,
+            model,
+            initial,
+            controls,
+            h,
+            between,
+        )),
+        other => {
+            let e = crate::engine::find(other)?;
+            Err(if e.name == "cpu" {
+                EngineError::Unsupported {
+                    engine: "cpu",
+                    element: "the cpu engine has no reverse mode through burn".into(),
+                }
+            } else {
+                e.not_built()
+            })
+        }
+    }
+}
+
+/// The forward half of one shard: the loss tensor (a scalar) and the velocity leaves.
+type Recorded<B> = (Tensor<B, 1>, Vec<Tensor<B, 1>>);
+
+#[allow(clippy::too_many_arguments)]
+fn pass<B: AutodiffBackend>(
+    device: &B::Device,
+    shards: usize,
+    name: &str,
+    params: &PenaltyParams,
+    model: &Model,
+    initial: &[State],
+    controls: &[Vec<f64>],
+    h: f64,
+    between: &mut dyn FnMut(),
+) -> ReversePass {
+    let worlds = initial.len();
+    let n = shards.clamp(1, worlds.max(1));
+    let (base, extra) = (worlds / n, worlds % n);
+    let mut ranges = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        ranges.push(start..start + len);
+        start += len;
+    }
+    let mut batch = Batch::<B>::new(model, params.clone());
+    // A CPU backend reads back cheaply (burn-ndarray; the GPU backends run one shard).
+    batch.skip_idle_contacts = shards > 1 || name == "burn-ndarray";
+    let w = loss_weights(model.nq + model.nv);
+    let before = super::device_memory(name);
+    let t0 = Instant::now();
+    let forward = |r: &std::ops::Range<usize>| -> Recorded<B> {
+        let (q, v) = upload_states::<B>(&initial[r.clone()], device);
+        let leaves: Vec<Tensor<B, 1>> = v
+            .into_iter()
+            .map(|s| s.tensor(r.len(), device).require_grad())
+            .collect();
+        let mut q = q;
+        let mut v: Vec<S<B>> = leaves.iter().map(|t| S::T(t.clone())).collect();
+        for u in controls {
+            let u: Vec<S<B>> = u.iter().map(|&x| S::C(x)).collect();
+            let out = step(&batch, &q, &v, &u, h);
+            q = out.q;
+            v = out.v;
+        }
+        let mut loss = S::C(0.0);
+        for (x, w) in q.iter().chain(v.iter()).zip(&w) {
+            loss = loss + x * *w;
+        }
+        (loss.tensor(r.len(), device).sum(), leaves)
+    };
+    let recorded: Vec<Recorded<B>> = if n == 1 {
+        vec![forward(&ranges[0])]
+    } else {
+        ranges.par_iter().map(forward).collect()
+    };
+    let _ = B::sync(device);
+    let forward_s = t0.elapsed().as_secs_f64();
+    let after = super::device_memory(name);
+    between();
+    let t1 = Instant::now();
+    let backward = |(loss, leaves): Recorded<B>| -> (f64, Vec<Vec<f64>>) {
+        let value = super::read_f64(&loss.clone().inner())[0];
+        let grads = loss.backward();
+        let g = leaves
+            .iter()
+            .map(|t| {
+                t.grad(&grads)
+                    .map(|g| super::read_f64(&g))
+                    .unwrap_or_else(|| vec![0.0; t.dims()[0]])
+            })
+            .collect();
+        (value, g)
+    };
+    let parts: Vec<(f64, Vec<Vec<f64>>)> = if n == 1 {
+        recorded.into_iter().map(backward).collect()
+    } else {
+        recorded.into_par_iter().map(backward).collect()
+    };
+    let backward_s = t1.elapsed().as_secs_f64();
+    let nv = model.nv;
+    let mut grad_v0 = vec![0.0; worlds * nv];
+    let mut loss = 0.0;
+    for (r, (value, g)) in ranges.iter().zip(parts) {
+        loss += value;
+        for (d, col) in g.iter().enumerate() {
+            for (i, x) in col.iter().enumerate() {
+                grad_v0[(r.start + i) * nv + d] = *x;
+            }
+        }
+    }
+    let device_tape_bytes = match (before, after) {
+        (Some(b), Some(a)) => Some(a.in_use.saturating_sub(b.in_use)),
+        _ => None,
+    };
+    ReversePass {
+        loss,
+        grad_v0,
+        forward_s,
+        backward_s,
+        device_tape_bytes,
+        shards: n,
+    }
+}
