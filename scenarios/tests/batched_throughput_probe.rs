@@ -1,16 +1,15 @@
 //! A throughput probe (ignored; speed is measured, never asserted): world-steps per second of
 //! the penalty on box_drop at 4,096 worlds, cpu engine (rayon over the machine's cores) against
-//! burn-ndarray, printed for the closing note of issue 15 until `configs/throughput.yaml`
-//! exists. Run with `cargo test -p contactlab-scenarios --features burn --release --test
-//! batched_throughput_probe -- --ignored --nocapture`.
+//! burn-ndarray as the engine registry builds it (one shard per thread), a quick check beside
+//! the throughput study (`configs/throughput.yaml`, which records the number). Run with
+//! `cargo test --locked -p contactlab-scenarios --features burn --test batched_throughput_probe
+//! -- --ignored --nocapture`.
 #![cfg(feature = "burn")]
 
 use std::time::Instant;
 
 use contactlab_scenarios::build;
-use contactlab_solvers::batched::{cpu_shards, BatchedPenalty, NdArrayF64};
-use contactlab_solvers::engine::{CpuStepper, Stepper};
-use contactlab_solvers::penalty::PenaltyParams;
+use contactlab_solvers::engine::{batched_stepper, CpuStepper, Stepper};
 use serde_json::json;
 
 fn world_steps_per_s(s: &mut dyn Stepper, steps: usize) -> f64 {
@@ -34,17 +33,17 @@ fn box_drop_at_4096_worlds() {
         contactlab_solvers::formulation::build("penalty", &json!({}))
     })
     .unwrap();
-    let mut burn = BatchedPenalty::<NdArrayF64>::new(
+    let mut burn = batched_stepper(
         "burn-ndarray",
+        "penalty",
+        &json!({}),
         &scene.model,
-        PenaltyParams::default(),
         &scene.initial,
         w,
-        Default::default(),
     )
-    .with_shards(cpu_shards(w));
+    .unwrap();
     let c = world_steps_per_s(&mut cpu, 20);
-    let b = world_steps_per_s(&mut burn, 20);
+    let b = world_steps_per_s(burn.as_mut(), 20);
     println!(
         "box_drop, {w} worlds, {} threads: cpu {c:.3e} world-steps/s, burn-ndarray {b:.3e}, ratio {:.2}",
         rayon::current_num_threads(),
