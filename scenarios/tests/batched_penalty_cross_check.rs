@@ -2,8 +2,10 @@
 //! (issue 15): the largest |qpos difference| over the horizon at most 1e-9 on box_slide,
 //! box_incline, sphere_roll and cartpole, and over the first 0.5 s of box_drop; ten cube tosses
 //! (the first ten files, one batch of ten worlds with their own initial states) over the whole
-//! recording. The cells' timestep is [`H`]. With `wgpu`, the f32
-//! `burn-wgpu` engine (lavapipe in CI) within 1e-4 m over 1 s on the non-chaotic scenes.
+//! recording. The cells' timestep is [`H`]. With `wgpu`, the f32 `burn-wgpu` engine (lavapipe
+//! on a machine without a GPU) within 1e-4 m over 1 s on the non-chaotic scenes: cartpole and
+//! sphere_roll in CI, box_slide and box_incline behind `--ignored` (minutes of kernel launches
+//! on lavapipe, see that test).
 #![cfg(feature = "burn")]
 
 use contactlab_scenarios::{build, Scene};
@@ -20,9 +22,22 @@ use serde_json::json;
 fn max_qpos_difference(
     scene: &Scene,
     initial: &[State],
+    batched: Box<dyn Stepper>,
+    h: f64,
+    steps: usize,
+) -> f64 {
+    max_qpos_difference_every(scene, initial, batched, h, steps, 1)
+}
+
+/// [`max_qpos_difference`] compared after every `every`-th step and the last (one readback
+/// each: on a GPU a readback waits for the queue).
+fn max_qpos_difference_every(
+    scene: &Scene,
+    initial: &[State],
     mut batched: Box<dyn Stepper>,
     h: f64,
     steps: usize,
+    every: usize,
 ) -> f64 {
     let model = &scene.model;
     let nu = model.actuators.len();
@@ -41,6 +56,9 @@ fn max_qpos_difference(
             assert!(r.diverged.is_none(), "cpu diverged at step {step}");
         }
         batched.step(&controls, h, false);
+        if (step + 1) % every != 0 && step + 1 != steps {
+            continue;
+        }
         for ((_, s), b) in cpu.iter().zip(batched.read_states()) {
             let d = (&s.q - &b.q).amax();
             assert!(d.is_finite(), "non-finite difference at step {step}");
@@ -112,28 +130,64 @@ fn ten_cube_tosses_in_one_batch_agree_to_1e_9_over_the_whole_recording() {
     assert!(d <= 1e-9, "cube tosses, whole recording: {d:e}");
 }
 
-/// Not yet run to completion: on lavapipe (2 shared cores) the four scenes did not finish
-/// within 8 minutes (thousands of small kernels per step plus a readback per step for the
-/// comparison), so it is ignored and not in `.ci/run` until the per-step program is fused or
-/// batched per world-step (issue 15, part 5).
+/// The f32 `burn-wgpu` engine against the cpu penalty over 1 s of `scenes` (name, timestep),
+/// compared every 10 steps; returns the largest |qpos difference| (m) per scene.
+#[cfg(feature = "wgpu")]
+fn wgpu_over_one_second(scenes: &[(&str, f64)]) -> Vec<f64> {
+    scenes
+        .iter()
+        .map(|&(name, h)| {
+            let scene = build(name, &json!({})).unwrap();
+            let t0 = std::time::Instant::now();
+            let wgpu: Box<dyn Stepper> =
+                Box::new(BatchedPenalty::<contactlab_solvers::batched::WgpuF32>::new(
+                    "burn-wgpu",
+                    &scene.model,
+                    PenaltyParams::default(),
+                    &scene.initial,
+                    1,
+                    Default::default(),
+                ));
+            let n = steps(1.0, h);
+            let d = max_qpos_difference_every(&scene, &[scene.initial.clone()], wgpu, h, n, 10);
+            println!(
+                "{name} on burn-wgpu: {n} steps of {h} s, max |qpos difference| {d:.3e} ({:.0} s)",
+                t0.elapsed().as_secs_f64()
+            );
+            d
+        })
+        .collect()
+}
+
+/// The f32 `burn-wgpu` engine (lavapipe in CI) within 1e-4 m of the cpu penalty over 1 s.
+/// Each scene at the largest of 0.5, 1 and 2 ms where f32 holds the bound (measured with f32
+/// ndarray, max |qpos difference| over 1 s at 0.5, 1, 2 ms: box_slide 5.8e-6, 3.6e-6, 0.54
+/// (unstable at 2 ms); box_incline 1.8e-7, 1.5e-4, 0.75; sphere_roll 4.8e-6, 6.0e-7, 8.1e-7;
+/// cartpole 1.9e-5, 9.7e-6, 1.4e-5). Measured on lavapipe (2 cores shared with other
+/// builds): cartpole 1.4e-5 m in 18 s, sphere_roll 8.0e-7 m in 73 s.
 #[cfg(feature = "wgpu")]
 #[test]
-#[ignore]
 fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
-    for name in ["box_slide", "box_incline", "sphere_roll", "cartpole"] {
-        let scene = build(name, &json!({})).unwrap();
-        let h = H;
-        let wgpu: Box<dyn Stepper> =
-            Box::new(BatchedPenalty::<contactlab_solvers::batched::WgpuF32>::new(
-                "burn-wgpu",
-                &scene.model,
-                PenaltyParams::default(),
-                &scene.initial,
-                1,
-                Default::default(),
-            ));
-        let d = max_qpos_difference(&scene, &[scene.initial.clone()], wgpu, h, steps(1.0, h));
-        println!("{name} on burn-wgpu: max |qpos difference| {d:.3e}");
+    let scenes = [("cartpole", 2e-3), ("sphere_roll", 2e-3)];
+    for ((name, _), d) in scenes.iter().zip(wgpu_over_one_second(&scenes)) {
+        assert!(
+            d <= 1e-4,
+            "{name}: max |qpos difference| {d:e} on burn-wgpu"
+        );
+    }
+}
+
+/// The same bound on the two box scenes, not in CI yet: their step is about 2,100 tensor
+/// operations, each a kernel launch of 100 to 200 µs on lavapipe. Measured (2 cores shared with
+/// other builds): box_slide 3.6e-6 m in 309 s (1,000 steps), box_incline 1.8e-7 m in 884 s
+/// (2,000 steps). Run with `--ignored`; it goes into CI when the per-step program launches far
+/// fewer kernels.
+#[cfg(feature = "wgpu")]
+#[test]
+#[ignore = "about 20 minutes on lavapipe: thousands of kernel launches per step"]
+fn wgpu_f32_boxes_agree_to_1e_4_m_over_one_second() {
+    let scenes = [("box_slide", 1e-3), ("box_incline", 5e-4)];
+    for ((name, _), d) in scenes.iter().zip(wgpu_over_one_second(&scenes)) {
         assert!(
             d <= 1e-4,
             "{name}: max |qpos difference| {d:e} on burn-wgpu"

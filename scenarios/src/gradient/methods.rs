@@ -6,7 +6,7 @@
 //! | `fd_forward` | any | `(L(θ + δ e_i) − L(θ)) / δ`, error O(δ) + O(ε_L/δ) | 1 per input + 1 |
 //! | `adjoint` | `ncp_fb` | exact implicit-function adjoint of the converged step map (spec `ncp_fb_and_penalty.md` §2.6 with §7.6) | 1 forward with tape + 1 backward sweep |
 //! | `adjoint_lagged` | `ncp_fb` | the same sweep with W and the friction scale frozen and the Newton-only regularization kept (spec §2.6): an approximation | the same |
-//! | `autodiff` | `penalty` | reverse mode through the batched penalty's rollout (burn's `Autodiff` over ndarray, f64; [`super::autodiff`]) | 1 forward with tape + 1 backward pass |
+//! | `autodiff` | `penalty` | reverse mode through the batched penalty's rollout (burn's `Autodiff` over ndarray, f64; module `gradient::autodiff`, with the `burn` feature) | 1 forward with tape + 1 backward pass |
 //!
 //! `δ = s · max(|θ_i|, 1)` for the relative step `s` ([`super::Problem::absolute_step`]);
 //! `ε_L` is the rounding and solver-tolerance noise of the loss.
@@ -147,7 +147,7 @@ pub enum Method {
     Adjoint,
     /// The lagged `ncp_fb` adjoint.
     AdjointLagged,
-    /// Reverse mode through the batched penalty ([`super::autodiff`]).
+    /// Reverse mode through the batched penalty (module `gradient::autodiff`, `burn` feature).
     Autodiff,
 }
 
