@@ -90,11 +90,16 @@ unsafe impl GlobalAlloc for Counting {
 
 /// Run `f` and return its result with the peak heap bytes above the thread's live bytes at the
 /// start, or `None` where the counting allocator is not installed.
+/// Measurements nest: an enclosing one still sees the inner computation's peak.
 pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Option<u64>) {
     let start = LIVE.with(Cell::get);
-    PEAK.with(|p| p.set(start));
+    let outer = PEAK.with(|p| p.replace(start));
     let out = f();
-    let peak = PEAK.with(Cell::get);
+    let peak = PEAK.with(|p| {
+        let inner = p.get();
+        p.set(inner.max(outer));
+        inner
+    });
     let installed = INSTALLED.load(Ordering::Relaxed);
     (out, installed.then(|| (peak - start).max(0) as u64))
 }

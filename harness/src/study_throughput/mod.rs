@@ -43,7 +43,8 @@
 //!   its live bytes at the cell's start, from the counting global allocator
 //!   ([`crate::heap::measure_process`]); on GPU backends the CubeCL client's bytes in use on
 //!   the device ([`contactlab_solvers::batched::device_memory`]). The tape: the bytes alive
-//!   after the forward pass above those at its start (burn), or the adjoint's peak (cpu).
+//!   after the forward pass above those at its start (burn), or the largest heap peak of one
+//!   world's adjoint on its own thread (cpu).
 //!
 //! Speed is measured, never asserted: rows carry the numbers and the report shows them.
 
@@ -390,7 +391,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("memory_bytes", Kind::F64, "the backend's peak memory of the cell: process heap peak above the cell's start on CPU backends (cpu, burn-ndarray; counting allocator), device bytes in use after the timed loop on GPU backends (CubeCL client); NaN where not measurable"),
     c("memory_source", Kind::Str, "what memory_bytes counts (heap or device), in words"),
     c("memory_per_world_bytes", Kind::F64, "memory_bytes / worlds"),
-    c("tape_bytes", Kind::F64, "forward_backward, tape: bytes the backward pass needs from the forward one: burn, bytes alive after the forward pass above those at its start (heap on ndarray, device on GPUs); cpu adjoint, the heap peak of the gradient computations above their start"),
+    c("tape_bytes", Kind::F64, "forward_backward, tape: bytes the backward pass needs from the forward one: burn, bytes alive after the forward pass above those at its start (heap on ndarray, device on GPUs); cpu adjoint, the largest heap peak of one world's gradient above its start, on the thread that computed it (the worlds' gradients are independent; the process peak counts however many ran at once)"),
     c("tape_per_world_step_bytes", Kind::F64, "tape_bytes / (worlds x horizon_steps)"),
     c("host_heap_peak_bytes", Kind::F64, "process heap peak above the cell's start, on every backend (host side of a GPU cell)"),
     c("device_reserved_bytes", Kind::F64, "GPU backends: bytes the CubeCL client reserved from the device (pools)"),

@@ -457,15 +457,18 @@ fn cpu_adjoint(
         params: &g.formulation_params,
         build: &build,
     };
-    let (results, peak) = crate::heap::measure_process(|| {
-        (0..g.worlds)
-            .into_par_iter()
-            .map(|_| methods::compute(Method::Adjoint, &problem, f))
-            .collect::<Vec<_>>()
-    });
-    *tape = peak.map(|b| b as f64);
+    // One world's gradient runs on one thread: its tape is that thread's heap peak. The
+    // process-wide peak would depend on how many worlds the pool happened to run at once.
+    let results: Vec<_> = (0..g.worlds)
+        .into_par_iter()
+        .map(|_| crate::heap::measure(|| methods::compute(Method::Adjoint, &problem, f)))
+        .collect();
+    *tape = results
+        .iter()
+        .map(|(_, peak)| peak.map(|b| b as f64))
+        .try_fold(0.0_f64, |acc, p| p.map(|p| acc.max(p)));
     let mut bad = 0;
-    for r in results {
+    for (r, _) in results {
         let r = r.map_err(CellError::Failed)?;
         if !r.gradient.iter().all(|x| x.is_finite()) {
             bad += 1;
