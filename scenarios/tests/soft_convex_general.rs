@@ -14,7 +14,13 @@
 //! `connect` and `weld` equalities, whose reference acceleration carries the velocity-product
 //! term `J̇ v` (`mj_Jdotv`): a double pendulum closed to the world, a free box connected to a
 //! hinged arm, the same box welded to it (MuJoCo's `relpose`: body2 in body1's frame), with and
-//! without `anchor` and `torquescale`; and a `<joint>` coupling polynomial.
+//! without `anchor` and `torquescale`; a `<joint>` coupling polynomial; and MuJoCo's analytic
+//! collision pairs (`contactlab_solvers::collision::primitive_pairs`): a tilted capsule dropped
+//! on a plane (`mjc_PlaneCapsule`), three spheres dropped onto each other (`mjc_SphereSphere`),
+//! capsules dropped crossed and parallel onto a lying one and a ball onto it
+//! (`mjc_CapsuleCapsule`'s two branches, `mjc_SphereCapsule`), a spinning tilted disc on the
+//! floor and a ball rolling over a standing cylinder's cap and rim (`mjc_PlaneCylinder`,
+//! `mjc_SphereCylinder`), and balls thrown at a box's face and edge (`mjc_SphereBox`).
 
 use std::path::PathBuf;
 
@@ -27,8 +33,14 @@ fn dir() -> PathBuf {
 
 /// Run case `name` under soft_convex with `params` and return (max |qpos error|, max |qvel
 /// error|, steps whose count of contacts with a positive normal force differs from MuJoCo's),
-/// or the step's report's divergence message.
+/// or the step's report's divergence message. `GENERAL_TRACE=<name>` prints the qpos error
+/// every 10 steps.
 fn compare(name: &str, params: Value) -> Result<(f64, f64, usize), String> {
+    compare_over(name, params, f64::INFINITY)
+}
+
+/// [`compare`] over the first `seconds` of the reference.
+fn compare_over(name: &str, params: Value, seconds: f64) -> Result<(f64, f64, usize), String> {
     let loaded = contactlab_scenarios::mjcf::load_file(dir().join(format!("{name}.xml")), None)
         .unwrap_or_else(|e| panic!("{name}.xml: {e}"));
     let (model, mut s) = (loaded.model, loaded.initial);
@@ -45,7 +57,12 @@ fn compare(name: &str, params: Value) -> Result<(f64, f64, usize), String> {
     let rows: Vec<Vec<f64>> = text
         .lines()
         .skip(1)
-        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse::<f64>().unwrap())
+                .collect::<Vec<f64>>()
+        })
+        .take_while(|r| r[0] <= seconds + 1e-9)
         .collect();
     let (nq, nv) = (model.nq, model.nv);
     let h = meta["timestep"].as_f64().unwrap();
@@ -57,6 +74,12 @@ fn compare(name: &str, params: Value) -> Result<(f64, f64, usize), String> {
         }
         for i in 0..nv {
             ev = ev.max((s.v[i] - row[1 + nq + i]).abs());
+        }
+        if std::env::var("GENERAL_TRACE").is_ok_and(|v| v == name) && k % 10 == 0 {
+            let e: f64 = (0..nq)
+                .map(|i| (s.q[i] - row[1 + i]).abs())
+                .fold(0.0, f64::max);
+            println!("  step {k}: |qpos error| {e:.3e}");
         }
         if k + 1 == rows.len() {
             break;
@@ -75,7 +98,14 @@ fn compare(name: &str, params: Value) -> Result<(f64, f64, usize), String> {
 }
 
 fn check(name: &str) {
-    let (eq, ev, econ) = compare(name, json!({})).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_over(name, f64::INFINITY);
+}
+
+/// [`check`] over the first `seconds` of a chaotic reference (issue 18: chaotic ones over the
+/// first 0.5 s).
+fn check_over(name: &str, seconds: f64) {
+    let (eq, ev, econ) =
+        compare_over(name, json!({}), seconds).unwrap_or_else(|e| panic!("{name}: {e}"));
     println!("{name}: max |qpos error| {eq:.3e}, max |qvel error| {ev:.3e}, contact-count mismatches {econ}");
     assert!(eq <= 1e-6 && ev <= 1e-6 && econ == 0, "{name}");
 }
@@ -137,4 +167,30 @@ fn joint_coupling_polynomial_matches_mujoco() {
 #[test]
 fn tilted_capsule_drop_matches_mujoco() {
     check("capsule_drop_euler");
+}
+
+#[test]
+fn sphere_stack_matches_mujoco() {
+    check("sphere_stack_euler");
+}
+
+#[test]
+fn capsule_pile_matches_mujoco() {
+    check("capsule_pile_euler");
+}
+
+/// Chaotic: the disc lands on its rim and settles towards its cap while spinning, and as its
+/// tilt goes to zero `mjc_PlaneCylinder` takes the deepest rim point's direction from the
+/// difference of two nearly equal unit vectors, so a last-bit difference of the state becomes
+/// a different contact point. The qpos error grows from 7e-15 at 0.3 s to 1.6e-6 at 0.7 s, as
+/// MuJoCo's own trajectory does when the disc's initial spin is changed by one ulp (9.0e-15 at
+/// 0.3 s, 7.9e-11 at 0.5 s, 1.7e-6 at 0.7 s). Compared over the first 0.5 s (1.3e-10).
+#[test]
+fn cylinders_on_the_floor_and_under_a_ball_match_mujoco() {
+    check_over("cylinders_euler", 0.5);
+}
+
+#[test]
+fn spheres_thrown_at_a_box_match_mujoco() {
+    check("sphere_box_euler");
 }

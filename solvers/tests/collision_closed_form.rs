@@ -340,10 +340,11 @@ fn cylinder_on_plane_lying_and_standing() {
             .collect();
         assert_contacts(&cs, &n, &expected, "lying cylinder");
 
-        // Standing on its cap. parry approximates the cap by an inscribed square whose
-        // azimuth it takes from the normal's (here round-off) tangential part, so the closed
-        // form is: 4 points, all at the gap, on the rim circle (radius r about the cap centre),
-        // forming a square (opposite points symmetric about the centre, adjacent ones r√2 apart).
+        // Standing on its cap: MuJoCo's `mjc_PlaneCylinder` takes the rim point in the
+        // direction of the axis's tilt away from the normal (here round-off, so its azimuth is
+        // arbitrary) and two more at ±120° on the same cap: 3 points, all at the gap, on the rim
+        // circle (radius r about the cap centre), an equilateral triangle of side r√3 centred on
+        // the cap.
         let qb = qp * rot([0.0, 0.0, 1.0], 0.9);
         let c = pp + qp * Vec3::new(-0.1, 0.2, l + gap);
         let (_, cs) = one_body(
@@ -355,7 +356,7 @@ fn cylinder_on_plane_lying_and_standing() {
             c,
             qb,
         );
-        assert_eq!(cs.len(), 4, "standing cylinder: {cs:#?}");
+        assert_eq!(cs.len(), 3, "standing cylinder: {cs:#?}");
         let cap = c - n * l;
         let rim: Vec<Vec3> = cs.iter().map(|k| k.point + n * (gap / 2.0)).collect();
         for (k, p) in cs.iter().zip(&rim) {
@@ -369,14 +370,11 @@ fn cylinder_on_plane_lying_and_standing() {
             assert_frame(k, None);
         }
         let sum: Vec3 = rim.iter().sum();
-        assert!((sum / 4.0 - cap).norm() < TOL);
-        let mut d: Vec<f64> = (1..4).map(|k| (rim[k] - rim[0]).norm()).collect();
-        d.sort_by(f64::total_cmp);
-        assert!((d[0] - r * 2f64.sqrt()).abs() < TOL && (d[1] - r * 2f64.sqrt()).abs() < TOL);
-        assert!((d[2] - 2.0 * r).abs() < TOL);
+        assert!((sum / 3.0 - cap).norm() < TOL);
+        for (i, j) in [(0, 1), (1, 2), (0, 2)] {
+            assert!(((rim[i] - rim[j]).norm() - r * 3f64.sqrt()).abs() < TOL);
+        }
     }
-    // Axis exactly along an untilted plane's normal: the square's vertices are at ±r along
-    // the geom's local x and y.
     let c = Vec3::new(0.0, 0.0, l + gap);
     let plane = Geom::new("plane", 0, GeomShape::Plane);
     let (_, cs) = one_body(
@@ -389,7 +387,10 @@ fn cylinder_on_plane_lying_and_standing() {
         Quat::identity(),
     );
     let n = Vec3::z();
-    let expected: Vec<(Vec3, f64)> = [(r, 0.0), (0.0, r), (-r, 0.0), (0.0, -r)]
+    // Axis exactly along the normal: MuJoCo takes the rim point along the geom's local x, then
+    // the triangle's other two at ±120° (mjc_PlaneCylinder's "disk parallel to plane").
+    let h = r * 3f64.sqrt() / 2.0;
+    let expected: Vec<(Vec3, f64)> = [(r, 0.0), (-r / 2.0, h), (-r / 2.0, -h)]
         .iter()
         .map(|(x, y)| (mid(Vec3::new(*x, *y, gap), &n, gap), gap))
         .collect();
@@ -750,8 +751,9 @@ fn plane_against_a_triangle_mesh_gives_its_three_vertices() {
 }
 
 /// A non-finite placement gives no contacts for the geoms involved, never a panic: NaN or
-/// infinite coordinates of a free body, through the MuJoCo-formula pair (plane–sphere) and a
-/// parry pair (box–sphere). The same sphere at a finite height in contact gives its contacts,
+/// infinite coordinates of a free body, through MuJoCo's formulas for plane–sphere
+/// (`plane_primitives`) and sphere–box (`primitive_pairs`). The same sphere at a finite height in
+/// contact gives its contacts,
 /// so the empty results are the placement's doing.
 #[test]
 fn non_finite_placements_give_no_contacts() {

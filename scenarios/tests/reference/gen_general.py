@@ -161,7 +161,103 @@ CAPSULE_DROP = """<mujoco model="{name}">
 </mujoco>
 """
 
+# Three spheres dropped onto each other and the floor, off-centre (mjc_SphereSphere).
+SPHERE_STACK = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="a" pos="0 0 0.1">
+      <freejoint/>
+      <geom type="sphere" size="0.1" mass="1"/>
+    </body>
+    <body name="b" pos="0.05 0.02 0.32">
+      <freejoint/>
+      <geom type="sphere" size="0.1" mass="0.5"/>
+    </body>
+    <body name="c" pos="-0.03 0.06 0.55">
+      <freejoint/>
+      <geom type="sphere" size="0.08" mass="0.3"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# Two capsules dropped crossed onto a third lying on the floor, one of them parallel to it
+# (mjc_CapsuleCapsule, both branches), and a sphere onto the lying one (mjc_SphereCapsule).
+CAPSULE_PILE = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="base" pos="0 0 0.05" euler="0 90 0">
+      <freejoint/>
+      <geom type="capsule" size="0.05 0.3" mass="2"/>
+    </body>
+    <body name="crossed" pos="0.1 0 0.2" euler="90 0 20">
+      <freejoint/>
+      <geom type="capsule" size="0.04 0.2" mass="0.5"/>
+    </body>
+    <body name="parallel" pos="-0.05 0 0.35" euler="0 90 0">
+      <freejoint/>
+      <geom type="capsule" size="0.04 0.15" mass="0.5"/>
+    </body>
+    <body name="ball" pos="0.25 0.01 0.3">
+      <freejoint/>
+      <geom type="sphere" size="0.05" mass="0.2"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# A tilted, spinning cylinder dropped on the floor (mjc_PlaneCylinder: the deepest rim point,
+# the opposite cap's, the triangle) and a sphere dropped on a fixed standing cylinder's cap that
+# rolls over its rim (mjc_SphereCylinder: cap, rim, side). The post is part of the world: a free
+# post standing on the floor makes mjc_PlaneCylinder pick its rim point from the difference of
+# two nearly equal unit vectors, which turns a last-bit difference of its tilt into a
+# different contact point (ill-conditioned in MuJoCo itself).
+CYLINDERS = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="disc" pos="0 0 0.2" euler="25 10 0">
+      <freejoint/>
+      <geom type="cylinder" size="0.1 0.03" mass="1"/>
+    </body>
+    <geom name="post" type="cylinder" pos="0.6 0 0.1" size="0.08 0.1"/>
+    <body name="ball" pos="0.64 0.01 0.3">
+      <freejoint/>
+      <geom type="sphere" size="0.05" mass="0.2"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# Spheres thrown at a box resting on the floor, one onto a face and one at an edge
+# (mjc_SphereBox).
+SPHERE_BOX = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="box" pos="0 0 0.1" euler="0 0 15">
+      <freejoint/>
+      <geom type="box" size="0.15 0.1 0.1" mass="2"/>
+    </body>
+    <body name="top" pos="0.02 0.03 0.4">
+      <freejoint/>
+      <geom type="sphere" size="0.06" mass="0.3"/>
+    </body>
+    <body name="side" pos="-0.4 0.08 0.21">
+      <freejoint/>
+      <geom type="sphere" size="0.05" mass="0.2"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
 CASES = [
+    ("sphere_stack_euler", SPHERE_STACK, "Euler", [], None, 1.0),
+    ("capsule_pile_euler", CAPSULE_PILE, "Euler", [], None, 1.0),
+    ("cylinders_euler", CYLINDERS, "Euler", [], [0, 0, 0, 0, 0, 8.0, 0.6, 0, 0, 0, 0, 0], 1.0),
+    ("sphere_box_euler", SPHERE_BOX, "Euler", [], [0] * 12 + [1.5, 0, 0, 0, 0, 0], 1.0),
     ("capsule_drop_euler", CAPSULE_DROP, "Euler", [], [0.3, 0, 0, 0, 1.0, 0], 1.0),
     ("joint_coupling_euler", COUPLED, "Euler", [], [1.0, -0.5], 1.0),
     ("weld_anchor_euler", WELD_ANCHOR, "Euler", [], [2.0, 0, 0.8, 0, 1.0, 3.0, -2.0], 1.0),

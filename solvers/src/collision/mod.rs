@@ -12,7 +12,8 @@
 //! Pieces, one file each: [`shapes`] (GeomShape → parry shapes, built once in
 //! [`crate::model::Model::new`]), [`broad_phase`] (filters, pair order, bounding boxes),
 //! [`narrow_phase`] (parry manifolds → contacts), [`height_field`] (height fields as solids),
-//! [`cylinder_box`] (a cylinder's tread on a box, in closed form),
+//! [`cylinder_box`] (a cylinder's tread on a box, in closed form), [`plane_primitives`] and
+//! [`primitive_pairs`] (MuJoCo's analytic pairs in its own arithmetic),
 //! [`frame`] (`mju_makeFrame`), [`mixing`]
 //! (material mixing).
 
@@ -25,6 +26,7 @@ pub mod height_field;
 pub mod mixing;
 pub mod narrow_phase;
 pub mod plane_primitives;
+pub mod primitive_pairs;
 pub mod shapes;
 
 pub use frame::{contact_frame, contact_frame_with_tangent};

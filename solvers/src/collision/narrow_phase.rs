@@ -36,8 +36,11 @@
 //! spin angles), and a duplicated point would count one contact twice (twice the stiffness of
 //! a soft contact, a singular Delassus block for hard contact).
 //!
-//! Plane–sphere and plane–box are the exception: they use MuJoCo's own formulas and order of
-//! operations ([`super::plane_primitives`] explains why). Height fields are the other
+//! MuJoCo's analytic pairs are the exception: plane with sphere, capsule and box
+//! ([`super::plane_primitives`] explains why) and plane–cylinder, sphere with sphere, capsule,
+//! cylinder and box, and capsule–capsule ([`super::primitive_pairs`]) use MuJoCo's own formulas
+//! and order of operations, so the parry descriptions above apply to those pairs only where a
+//! geom keeps the harness's own rule (`line_contact_as_point`, the robot's wheels). Height fields are the other
 //! exception: each triangle is a solid, collided as a plane over its prism
 //! ([`super::height_field`]), since parry's two-sided triangles flip the normal of a body that
 //! sinks past the surface.
@@ -130,6 +133,12 @@ fn collide_pair_points(
     material: &MixedMaterial,
     out: &mut Vec<Contact>,
 ) {
+    if let Some(c) =
+        super::primitive_pairs::collide(model, kin, g0, g1, material.margin + material.gap)
+    {
+        push_candidates(model, g0, g1, material, c, out);
+        return;
+    }
     if mujoco_plane_pair(model, kin, g0, g1, material, out)
         || super::height_field::height_field_pair(model, kin, g0, g1, material, out)
         || cylinder_box_pair(model, kin, g0, g1, material, out)
