@@ -3,9 +3,9 @@
 //! box_incline, sphere_roll and cartpole, and over the first 0.5 s of box_drop; ten cube tosses
 //! (the first ten files, one batch of ten worlds with their own initial states) over the whole
 //! recording. The cells' timestep is [`H`]. With `wgpu`, the f32 `burn-wgpu` engine (lavapipe
-//! on a machine without a GPU) within 1e-4 m over 1 s on the non-chaotic scenes: cartpole and
-//! sphere_roll in CI, box_slide and box_incline behind `--ignored` (minutes of kernel launches
-//! on lavapipe, see that test).
+//! on a machine without a GPU) within 1e-4 m over 1 s on the non-chaotic scenes: cartpole,
+//! sphere_roll, box_slide and box_incline (about 8 minutes on lavapipe in CI, most of it the
+//! box scenes' kernel launches).
 #![cfg(feature = "burn")]
 
 use contactlab_scenarios::{build, Scene};
@@ -163,8 +163,8 @@ fn wgpu_over_one_second(scenes: &[(&str, f64)]) -> Vec<f64> {
 /// Each scene at the largest of 0.5, 1 and 2 ms where f32 holds the bound (measured with f32
 /// ndarray, max |qpos difference| over 1 s at 0.5, 1, 2 ms: box_slide 5.8e-6, 3.6e-6, 0.54
 /// (unstable at 2 ms); box_incline 1.8e-7, 1.5e-4, 0.75; sphere_roll 4.8e-6, 6.0e-7, 8.1e-7;
-/// cartpole 1.9e-5, 9.7e-6, 1.4e-5). Measured on lavapipe (2 cores shared with other
-/// builds): cartpole 1.4e-5 m in 18 s, sphere_roll 8.0e-7 m in 73 s.
+/// cartpole 1.9e-5, 9.7e-6, 1.4e-5). Measured on lavapipe (2 cores): cartpole 1.4e-5 m in 7 s,
+/// sphere_roll 8.0e-7 m in 25 s.
 #[cfg(feature = "wgpu")]
 #[test]
 fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
@@ -177,14 +177,11 @@ fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
     }
 }
 
-/// The same bound on the two box scenes, not in CI yet: their step is about 2,100 tensor
-/// operations, each a kernel launch of 100 to 200 µs on lavapipe. Measured (2 cores shared with
-/// other builds): box_slide 3.6e-6 m in 309 s (1,000 steps), box_incline 1.8e-7 m in 884 s
-/// (2,000 steps). Run with `--ignored`; it goes into CI when the per-step program launches far
-/// fewer kernels.
+/// The same bound on the two box scenes (their step is about 2,100 tensor operations, so these
+/// take minutes on lavapipe). Measured on lavapipe, 2 cores: box_slide 3.6e-6 m in 160 s
+/// (1,000 steps), box_incline 4.4e-7 m in 296 s (2,000 steps).
 #[cfg(feature = "wgpu")]
 #[test]
-#[ignore = "about 20 minutes on lavapipe: thousands of kernel launches per step"]
 fn wgpu_f32_boxes_agree_to_1e_4_m_over_one_second() {
     let scenes = [("box_slide", 1e-3), ("box_incline", 5e-4)];
     for ((name, _), d) in scenes.iter().zip(wgpu_over_one_second(&scenes)) {
