@@ -17,14 +17,14 @@ use nalgebra::Matrix3;
 use crate::model::Vec3;
 
 /// MuJoCo's `mjMINVAL`.
-const MIN_VAL: f64 = 1e-15;
+pub(crate) const MIN_VAL: f64 = 1e-15;
 
 fn dot3(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 }
 
 /// `mju_normalize3`: scale by 1/‖v‖; `(1, 0, 0)` if ‖v‖ < 1e-15. Returns the original norm.
-fn normalize3(v: &mut [f64; 3]) -> f64 {
+pub(crate) fn normalize3(v: &mut [f64; 3]) -> f64 {
     let norm = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
     if norm < MIN_VAL {
         *v = [1.0, 0.0, 0.0];

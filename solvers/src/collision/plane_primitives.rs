@@ -40,11 +40,13 @@ pub fn quat_to_mat(q: &Quat) -> [f64; 9] {
     ]
 }
 
-fn dot3(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+/// `mju_dot3`, left to right.
+pub(crate) fn dot3(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 }
 
-fn mul_mat_vec3(m: &[f64; 9], v: &[f64; 3]) -> [f64; 3] {
+/// `mju_mulMatVec3` (row-major), row by row.
+pub(crate) fn mul_mat_vec3(m: &[f64; 9], v: &[f64; 3]) -> [f64; 3] {
     [
         m[0] * v[0] + m[1] * v[1] + m[2] * v[2],
         m[3] * v[0] + m[4] * v[1] + m[5] * v[2],

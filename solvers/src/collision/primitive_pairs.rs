@@ -25,18 +25,18 @@
 //! points at ±r where MuJoCo gives its deepest rim point and a triangle), and a sphere inside a
 //! box gets parry's normal where MuJoCo pushes it out through the nearest face. Those differences
 //! move a trajectory away from MuJoCo's at the first contact.
+//!
+//! Limits of the parity: the results are bit-identical to an x86-64 MuJoCo build, which does
+//! not fuse multiply-adds (an aarch64 build may). MuJoCo's bounding-sphere prefilter
+//! (`mj_filterSphere`) is not applied before these functions; it never rejects a pair they
+//! accept, except by one rounding of its bound at exactly the detection distance, where the
+//! contact lies in the gap and carries no constraint row.
 
-use super::plane_primitives::Candidate;
+use super::frame::{normalize3, MIN_VAL as MINVAL};
+use super::plane_primitives::{dot3, mul_mat_vec3, Candidate};
 use crate::model::Vec3;
 
-/// MuJoCo's `mjMINVAL` (`mjtnum.h`).
-const MINVAL: f64 = 1e-15;
-
 type V3 = [f64; 3];
-
-fn dot3(a: &V3, b: &V3) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
 
 fn sub3(a: &V3, b: &V3) -> V3 {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
@@ -58,20 +58,6 @@ fn cross3(a: &V3, b: &V3) -> V3 {
     ]
 }
 
-/// `mju_normalize3`: normalizes in place (to (1, 0, 0) below `mjMINVAL`), returns the length.
-fn normalize3(v: &mut V3) -> f64 {
-    let norm = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
-    if norm < MINVAL {
-        *v = [1.0, 0.0, 0.0];
-    } else {
-        let inv = 1.0 / norm;
-        v[0] *= inv;
-        v[1] *= inv;
-        v[2] *= inv;
-    }
-    norm
-}
-
 /// `mju_clip`.
 fn clip(x: f64, lo: f64, hi: f64) -> f64 {
     if x < lo {
@@ -81,15 +67,6 @@ fn clip(x: f64, lo: f64, hi: f64) -> f64 {
     } else {
         x
     }
-}
-
-/// `mju_mulMatVec3` (row-major).
-fn mul_mat_vec3(m: &[f64; 9], v: &V3) -> V3 {
-    [
-        m[0] * v[0] + m[1] * v[1] + m[2] * v[2],
-        m[3] * v[0] + m[4] * v[1] + m[5] * v[2],
-        m[6] * v[0] + m[7] * v[1] + m[8] * v[2],
-    ]
 }
 
 /// `mju_mulMatTVec3`: the transpose times `v`.
@@ -364,7 +341,8 @@ pub fn sphere_box(s: &Placed, r: f64, b: &Placed, half: &Vec3, margin: f64) -> O
         (pos, mul_mat_vec3(&b.mat, &nearest))
     } else {
         let deepest = add3(&center, &scl3(&tmp, r));
-        let pos = add3(&scl3(&clamped, 0.5), &scl3(&deepest, 0.5));
+        // From zero, as MuJoCo accumulates it (the sign of a zero component agrees).
+        let pos = add3(&add3(&[0.0; 3], &scl3(&clamped, 0.5)), &scl3(&deepest, 0.5));
         (pos, mul_mat_vec3(&b.mat, &tmp))
     };
     let point = add3(&mul_mat_vec3(&b.mat, &pos), &b.pos);
@@ -410,7 +388,8 @@ pub fn plane_cylinder(
         ));
     };
     let d = dist0 + prjaxis + prjvec;
-    if d > margin {
+    // MuJoCo adds the first point only if `d <= margin` (a NaN gives no contacts).
+    if !(d <= margin) {
         return out;
     }
     push(&mut out, add3(&add3(&c.pos, &vec), &axis), d);
