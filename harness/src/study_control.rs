@@ -1302,21 +1302,42 @@ pub fn study_error(file: &Path, text: &str) -> Option<ConfigError> {
     if study.get("kind").and_then(|k| k.as_str()) != Some("control_synthesis") {
         return None;
     }
+    let known = [
+        "kind",
+        "instances",
+        "first_seed",
+        "methods",
+        "iterations",
+        "step_size",
+        "knots",
+        "yaw_weight",
+        "speed_weight",
+        "step_decay",
+        "parametrizations",
+    ];
     for (k, v) in study {
         let Some(k) = k.as_str() else { continue };
         let v = v.clone();
+        let text_of = |e: serde_yaml_ng::Error| e.to_string();
         let e = match k {
-            "instances" | "first_seed" => serde_yaml_ng::from_value::<u64>(v).err(),
-            "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err(),
+            // A key written without a value is null, which `from_value` would take as an empty
+            // list (methods) or fail on without naming the key; say so here.
+            _ if v.is_null() && known.contains(&k) => Some("the key has no value".to_string()),
+            "instances" | "first_seed" => serde_yaml_ng::from_value::<u64>(v).err().map(text_of),
+            "iterations" | "knots" => serde_yaml_ng::from_value::<usize>(v).err().map(text_of),
             "step_size" | "yaw_weight" | "speed_weight" | "step_decay" => {
-                serde_yaml_ng::from_value::<f64>(v).err()
+                serde_yaml_ng::from_value::<f64>(v).err().map(text_of)
             }
-            "methods" | "parametrizations" => serde_yaml_ng::from_value::<Vec<String>>(v).err(),
+            "methods" | "parametrizations" => serde_yaml_ng::from_value::<Vec<String>>(v)
+                .err()
+                .map(text_of),
+            _ if !known.contains(&k) => {
+                Some(format!("unknown key; valid: {}", known[1..].join(", ")))
+            }
             _ => None,
         };
-        if let Some(e) = e {
+        if let Some(mut message) = e {
             let key = format!("study.{k}");
-            let mut message = e.to_string();
             if let Some(i) = message.rfind(" at line ") {
                 message.truncate(i);
             }

@@ -198,6 +198,18 @@ fn bad_speed_weight_and_step_decay_are_errors() {
     assert_bad(&with("step_decay: 0.0"), 8, &["study.step_decay", "(0, 1]"]);
     assert_bad(&with("step_decay: 1.5"), 8, &["study.step_decay", "(0, 1]"]);
     assert_bad(&with("step_decay: [0.9]"), 8, &["study.step_decay"]);
+    // A key without a value, and a key the study does not know, name `study.<key>` and their
+    // own line (both used to report the `study:` line without the key).
+    assert_bad(
+        &with("parametrizations:"),
+        8,
+        &["study.parametrizations", "no value"],
+    );
+    assert_bad(
+        &with("step_decy: 0.9"),
+        8,
+        &["study.step_decy", "unknown key", "step_decay"],
+    );
 }
 
 #[test]

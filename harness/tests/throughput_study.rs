@@ -288,4 +288,27 @@ fn bad_study_settings_name_their_key_and_line() {
         4,
         &["study.horizon", "unknown key"],
     );
+    // Step counts over the per-run limit fail at planning, before anything is allocated (a
+    // fresh-user review found `horizon_steps` and tape horizons of 1e11 accepted by `check`
+    // and aborting `run` on a failed allocation).
+    assert_bad(
+        &base.replace("steps: 3", "horizon_steps: 100000000000"),
+        4,
+        &["study.horizon_steps", "over the limit of 10000000 steps"],
+    );
+    assert_bad(
+        &base.replace("steps: 3", "steps: 10000001"),
+        4,
+        &["study.steps", "over the limit"],
+    );
+    assert_bad(
+        &base.replace("steps: 3", "tape: {horizons: [4, 100000000000]}"),
+        4,
+        &["study.tape.horizons[1]", "over the limit"],
+    );
+    assert_bad(
+        &base.replace("steps: 3", "tape: {horizons: [4, 16, 4]}"),
+        4,
+        &["study.tape.horizons[2]", "listed twice"],
+    );
 }

@@ -231,6 +231,9 @@ pub fn plan(
             }
         }
     }
+    let max_steps = cfg
+        .max_steps
+        .unwrap_or(contactlab_scenarios::limits::DEFAULT_MAX_STEPS);
     for (key, v) in [
         ("study.steps", spec.steps),
         ("study.horizon_steps", spec.horizon_steps),
@@ -238,6 +241,19 @@ pub fn plan(
     ] {
         if v == 0 {
             return Err(err(key, "must be at least 1".into()));
+        }
+    }
+    // Checked before anything is allocated: a forward pass keeps its controls per step, a
+    // reverse pass its tape (README, "Limits").
+    for (key, v) in [
+        ("study.steps", spec.steps),
+        ("study.horizon_steps", spec.horizon_steps),
+    ] {
+        if v as u64 > max_steps {
+            return Err(err(
+                key,
+                format!("{v} steps is over the limit of {max_steps} steps per run (raise it with `max_steps:`)"),
+            ));
         }
     }
     if !(spec.budget_s.is_finite() && spec.budget_s > 0.0) {
@@ -284,6 +300,24 @@ pub fn plan(
             return Err(err(
                 &format!("study.tape.horizons[{i}]"),
                 "horizons are steps, at least 1".into(),
+            ));
+        }
+        if let Some(i) = t.horizons.iter().position(|&h| h as u64 > max_steps) {
+            return Err(err(
+                &format!("study.tape.horizons[{i}]"),
+                format!(
+                    "{} steps is over the limit of {max_steps} steps per run (raise it with `max_steps:`)",
+                    t.horizons[i]
+                ),
+            ));
+        }
+        if let Some(i) = (1..t.horizons.len()).find(|&i| t.horizons[..i].contains(&t.horizons[i])) {
+            return Err(err(
+                &format!("study.tape.horizons[{i}]"),
+                format!(
+                    "horizon {} is listed twice; each gives one tape cell",
+                    t.horizons[i]
+                ),
             ));
         }
     }

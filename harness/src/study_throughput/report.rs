@@ -35,8 +35,11 @@ fn bytes(x: f64) -> String {
     let mib = x / (1024.0 * 1024.0);
     if mib >= 1.0 {
         format!("{mib:.1} MiB")
-    } else {
+    } else if x >= 1024.0 {
         format!("{:.1} KiB", x / 1024.0)
+    } else {
+        // Below a KiB (the cpu adjoint's tape per world-step): bytes, not "0.0 KiB".
+        format!("{x:.0} B")
     }
 }
 
