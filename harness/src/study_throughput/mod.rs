@@ -234,22 +234,17 @@ pub fn plan(
     let max_steps = cfg
         .max_steps
         .unwrap_or(contactlab_scenarios::limits::DEFAULT_MAX_STEPS);
-    for (key, v) in [
-        ("study.steps", spec.steps),
-        ("study.horizon_steps", spec.horizon_steps),
-        ("study.iterations", spec.iterations),
+    // Step counts are checked before anything is allocated: a forward pass keeps its controls
+    // per step, a reverse pass its tape (README, "Limits").
+    for (key, v, is_steps) in [
+        ("study.steps", spec.steps, true),
+        ("study.horizon_steps", spec.horizon_steps, true),
+        ("study.iterations", spec.iterations, false),
     ] {
         if v == 0 {
             return Err(err(key, "must be at least 1".into()));
         }
-    }
-    // Checked before anything is allocated: a forward pass keeps its controls per step, a
-    // reverse pass its tape (README, "Limits").
-    for (key, v) in [
-        ("study.steps", spec.steps),
-        ("study.horizon_steps", spec.horizon_steps),
-    ] {
-        if v as u64 > max_steps {
+        if is_steps && v as u64 > max_steps {
             return Err(err(
                 key,
                 format!("{v} steps is over the limit of {max_steps} steps per run (raise it with `max_steps:`)"),

@@ -63,7 +63,9 @@ pub const T_CLOSE: f64 = 0.5;
 /// servo it is an explicit position spring of stiffness k = LIFT_KV × LIFT_GAIN on the lift
 /// (mass m ≈ 1.2 kg with the fingers), whatever the integrator: the servo's own damping
 /// c = LIFT_KV is implicit under `implicitfast`, the spring is not. Semi-implicit Euler with
-/// implicit damping is stable while h² k/m < 4 + 2 h c/m. The earlier gain, 200 /s
+/// implicit damping, v⁺ = (v − h (k/m) x) / (1 + h c/m), x⁺ = x + h v⁺, is stable while
+/// h² k/m < 4 + 2 h c/m (derived here: the Jury condition 1 + tr A + det A > 0 on the step's
+/// 2×2 amplification matrix A, whose det = 1/(1 + h c/m) < 1). The earlier gain, 200 /s
 /// (k = 80 kN/m), put that bound at h = 14.2 ms (measured: the lift's period-2 oscillation
 /// decays at 13.5 ms and grows at 14.5 ms under signorini; soft_convex steps the free lift
 /// identically), which capped every formulation on this scene (issue 18). At 20 /s

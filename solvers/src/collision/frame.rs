@@ -14,14 +14,11 @@
 
 use nalgebra::Matrix3;
 
+use super::plane_primitives::dot3;
 use crate::model::Vec3;
 
 /// MuJoCo's `mjMINVAL`.
 pub(crate) const MIN_VAL: f64 = 1e-15;
-
-fn dot3(a: &[f64; 3], b: &[f64; 3]) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
 
 /// `mju_normalize3`: scale by 1/‖v‖; `(1, 0, 0)` if ‖v‖ < 1e-15. Returns the original norm.
 pub(crate) fn normalize3(v: &mut [f64; 3]) -> f64 {
