@@ -282,9 +282,9 @@ impl EngineEntry {
 pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
     use crate::geometry::GeomShape;
     use crate::model::JointKind;
-    if formulation != "penalty" {
+    if !matches!(formulation, "penalty" | "soft_convex" | "signorini") {
         return Err(format!(
-            "formulation '{formulation}' is not batched yet (only penalty; soft_convex and signorini come in part 2 of the burn engine, ncp_fb in part 3)"
+            "formulation '{formulation}' is not batched yet (penalty, soft_convex and signorini are)"
         ));
     }
     for j in &model.joints {
@@ -309,11 +309,13 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
     }
     for (g0, g1) in crate::collision::broad_phase::filtered_pairs(model) {
         let (a, b) = (&model.geoms[g0], &model.geoms[g1]);
-        let ok = matches!(a.shape, GeomShape::Plane)
+        let ok = (matches!(a.shape, GeomShape::Plane)
             && matches!(
                 b.shape,
                 GeomShape::Sphere { .. } | GeomShape::Capsule { .. } | GeomShape::Box { .. }
-            );
+            ))
+            || (matches!(a.shape, GeomShape::Sphere { .. })
+                && matches!(b.shape, GeomShape::Box { .. }));
         if !ok {
             let bad = if matches!(a.shape, GeomShape::Plane) {
                 b
@@ -321,7 +323,7 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
                 a
             };
             return Err(format!(
-                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules and boxes",
+                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules and boxes, and spheres with boxes",
                 bad.name,
                 shape_name(&bad.shape),
                 if std::ptr::eq(bad, a) { &b.name } else { &a.name },
@@ -366,7 +368,7 @@ pub fn batched_stepper(
     check(name, formulation, model)?;
     #[cfg(feature = "burn")]
     {
-        crate::batched::stepper(name, params, model, initial, worlds)
+        crate::batched::stepper(name, formulation, params, model, initial, worlds)
     }
     #[cfg(not(feature = "burn"))]
     {

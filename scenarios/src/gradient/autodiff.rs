@@ -1,6 +1,14 @@
-//! The `autodiff` gradient method: reverse mode through the batched penalty's rollout (burn's
-//! `Autodiff` backend over ndarray in f64, [`contactlab_solvers::batched`]; DESIGN.md, "Two
-//! engines" and "Gradients are a capability with methods").
+//! The `autodiff` gradient method: reverse mode through the batched rollout of `penalty`,
+//! `soft_convex` or `signorini` (burn's `Autodiff` backend over ndarray in f64,
+//! [`contactlab_solvers::batched`]; DESIGN.md, "Two engines" and "Gradients are a capability
+//! with methods").
+//!
+//! For soft_convex and signorini the tape holds every solver iteration and every line-search
+//! evaluation of every step ([`contactlab_solvers::batched::soft`], with the warm start carried
+//! from step to step), so the gradient is that of the computed map, solver truncation
+//! included, as a finite difference of the cpu engine sees it. Only states and controls are
+//! leaves there: the soft model's parameters are host constants
+//! ([`super::methods::availability_for`] refuses them as inputs).
 //!
 //! One world is rolled out for the problem's N steps with [`penalty::step`], the inputs as
 //! leaves of the tape: q₀ and v₀ components, single controls `u_k[a]`, and the contact-material
@@ -22,6 +30,7 @@
 use contactlab_solvers::batched::burn_tensor::{Tensor, TensorData};
 use contactlab_solvers::batched::penalty::{step, Batch, PairCoefficients};
 use contactlab_solvers::batched::scalar::S;
+use contactlab_solvers::batched::soft::{self, SoftBatch};
 use contactlab_solvers::batched::{AutodiffF64, NdArrayF64};
 use contactlab_solvers::formulation::parse_params;
 use contactlab_solvers::penalty::{Penalty, PenaltyParams};
@@ -61,6 +70,9 @@ fn fields(c: &mut PairCoefficients<Ad>) -> [&mut S<Ad>; 5] {
 /// Bad penalty parameters (the registry's message), or a batched rollout that ends with a
 /// non-finite state.
 pub fn gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<Gradient, String> {
+    if formulation.name != "penalty" {
+        return soft_gradient(problem, formulation);
+    }
     let params: PenaltyParams =
         parse_params("penalty", formulation.params).map_err(|e| e.to_string())?;
     Penalty::new(params.clone()).map_err(|e| e.to_string())?;
@@ -134,6 +146,110 @@ pub fn gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<Gr
         q = out.q;
         v = out.v;
     }
+    backward(
+        problem,
+        &q,
+        &v,
+        &leaves,
+        "burn-ndarray f64 reverse mode through the batched penalty",
+    )
+}
+
+/// `dL/dθ` by reverse mode through the batched soft_convex or signorini rollout (module doc):
+/// states and controls as leaves.
+fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<Gradient, String> {
+    let name = formulation.name;
+    // The registry's validation and messages first.
+    contactlab_solvers::formulation::build(name, formulation.params).map_err(|e| e.to_string())?;
+    let (params, signorini) = match name {
+        "soft_convex" => (
+            parse_params::<contactlab_solvers::soft_convex::SoftConvexParams>(
+                name,
+                formulation.params,
+            )
+            .map_err(|e| e.to_string())?,
+            false,
+        ),
+        "signorini" => {
+            let p = parse_params::<contactlab_solvers::signorini::SignoriniParams>(
+                name,
+                formulation.params,
+            )
+            .map_err(|e| e.to_string())?;
+            let s = contactlab_solvers::signorini::Signorini::new(p).map_err(|e| e.to_string())?;
+            if s.latch() {
+                return Err("autodiff: signorini's latch is not batched".into());
+            }
+            (s.inner_params().clone(), true)
+        }
+        other => return Err(format!("autodiff: formulation '{other}' is not batched")),
+    };
+    let batch = SoftBatch::new(&problem.model, &params, signorini)?;
+    let mut q: Vec<S<Ad>> = problem.initial.q.iter().map(|&x| S::T(tensor(x))).collect();
+    let mut v: Vec<S<Ad>> = problem.initial.v.iter().map(|&x| S::T(tensor(x))).collect();
+    let nu = problem.model.actuators.len();
+    let mut controls: Vec<Vec<S<Ad>>> = (0..problem.steps)
+        .map(|k| {
+            let mut u = vec![0.0; nu];
+            super::control_into(&problem.controls, k, &mut u);
+            u.into_iter().map(S::C).collect()
+        })
+        .collect();
+    let mut leaves: Vec<Option<Tensor<Ad, 1>>> = vec![None; problem.inputs.len()];
+    for (i, input) in problem.inputs.iter().enumerate() {
+        if let Some(j) = (0..i).find(|&j| problem.inputs[j] == *input) {
+            leaves[i] = leaves[j].clone();
+            continue;
+        }
+        let leaf = tensor(problem.input_value(i)).require_grad();
+        match input {
+            Input::Qpos(k) => q[*k] = S::T(leaf.clone()),
+            Input::Qvel(k) => v[*k] = S::T(leaf.clone()),
+            Input::Control { step, actuator } => {
+                if let Some(u) = controls.get_mut(*step).and_then(|u| u.get_mut(*actuator)) {
+                    *u = S::T(leaf.clone());
+                }
+            }
+            Input::Param(_) => {
+                return Err(format!(
+                    "autodiff: input '{}' is a constant of the batched {name} model",
+                    input.name()
+                ))
+            }
+        }
+        leaves[i] = Some(leaf);
+    }
+    let mut warm: Option<Vec<S<Ad>>> = None;
+    let mut unconverged = 0;
+    for u in &controls {
+        let out = soft::step(&batch, &q, &v, u, warm.as_deref(), problem.h);
+        if !out.converged.any_true() {
+            unconverged += 1;
+        }
+        q = out.q;
+        v = out.v;
+        warm = Some(out.qacc);
+    }
+    let mut g = backward(
+        problem,
+        &q,
+        &v,
+        &leaves,
+        &format!("burn-ndarray f64 reverse mode through the batched {name} (every solver and line-search iteration)"),
+    )?;
+    g.unconverged = unconverged;
+    Ok(g)
+}
+
+/// Seed the backward pass with the loss's state gradient at the rollout's final state `(q, v)`
+/// and read `dL/dθ` off the leaves.
+fn backward(
+    problem: &Problem,
+    q: &[S<Ad>],
+    v: &[S<Ad>],
+    leaves: &[Option<Tensor<Ad, 1>>],
+    note: &str,
+) -> Result<Gradient, String> {
     let last = State {
         q: DVector::from_iterator(q.len(), q.iter().map(read)),
         v: DVector::from_iterator(v.len(), v.iter().map(read)),
@@ -170,6 +286,6 @@ pub fn gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<Gr
         wall_s: 0.0,
         rollouts: 1,
         unconverged: 0,
-        note: "burn-ndarray f64 reverse mode through the batched penalty".into(),
+        note: note.into(),
     })
 }

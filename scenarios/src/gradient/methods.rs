@@ -6,7 +6,7 @@
 //! | `fd_forward` | any | `(L(θ + δ e_i) − L(θ)) / δ`, error O(δ) + O(ε_L/δ) | 1 per input + 1 |
 //! | `adjoint` | `ncp_fb` | exact implicit-function adjoint of the converged step map (spec `ncp_fb_and_penalty.md` §2.6 with §7.6) | 1 forward with tape + 1 backward sweep |
 //! | `adjoint_lagged` | `ncp_fb` | the same sweep with W and the friction scale frozen and the Newton-only regularization kept (spec §2.6): an approximation | the same |
-//! | `autodiff` | `penalty` | reverse mode through the batched penalty's rollout (burn's `Autodiff` over ndarray, f64; module `gradient::autodiff`, with the `burn` feature) | 1 forward with tape + 1 backward pass |
+//! | `autodiff` | `penalty`, `soft_convex`, `signorini` | reverse mode through the batched rollout, every solver and line-search iteration on the tape (burn's `Autodiff` over ndarray, f64; module `gradient::autodiff`, with the `burn` feature) | 1 forward with tape + 1 backward pass |
 //!
 //! `δ = s · max(|θ_i|, 1)` for the relative step `s` ([`super::Problem::absolute_step`]);
 //! `ε_L` is the rounding and solver-tolerance noise of the loss.
@@ -70,9 +70,9 @@ pub const METHODS: &[MethodEntry] = &[
     },
     MethodEntry {
         name: "autodiff",
-        description: "reverse mode through the batched penalty's rollout (burn Autodiff over ndarray, f64)",
+        description: "reverse mode through the batched rollout, every solver and line-search iteration on the tape (burn Autodiff over ndarray, f64)",
         takes_step: false,
-        formulations: Some(&["penalty"]),
+        formulations: Some(&["penalty", "soft_convex", "signorini"]),
     },
 ];
 
@@ -124,6 +124,14 @@ pub fn availability_for(method: &str, formulation: &str, problem: &Problem) -> R
         format!("autodiff runs on the batched engine, which cannot run this scene: {e}")
     })?;
     for i in &problem.inputs {
+        if formulation != "penalty" {
+            if let Input::Param(_) = i {
+                return Err(format!(
+                    "autodiff: input '{}' is a constant of the batched {formulation} model, not a tensor (model parameters are differentiable only through the batched penalty yet)",
+                    i.name()
+                ));
+            }
+        }
         if let Input::Param(ModelParam::Mass(_) | ModelParam::ServoKp(_) | ModelParam::ServoKv(_)) =
             i
         {

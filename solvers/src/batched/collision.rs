@@ -1,8 +1,9 @@
-//! Batched contact candidates of a plane against a sphere, capsule or box: every candidate a
-//! model's pair can produce, each with a per-world mask, in the cpu engine's formulas
-//! ([`crate::collision::plane_primitives`]: MuJoCo's `mjc_PlaneSphere` and `mjc_PlaneBox` with
-//! their order of operations; plane–capsule as parry's two end spheres, see
-//! [`crate::collision::narrow_phase`]).
+//! Batched contact candidates of a plane against a sphere, capsule or box, and of a sphere
+//! against a box: every candidate a model's pair can produce, each with a per-world mask, in
+//! the cpu engine's formulas ([`crate::collision::plane_primitives`]: MuJoCo's
+//! `mjc_PlaneSphere`, `mjc_PlaneCapsule` and `mjc_PlaneBox`;
+//! [`crate::collision::primitive_pairs::sphere_box`]: `mjc_SphereBox`; each with its order of
+//! operations).
 //!
 //! Conventions as [`crate::collision::Contact`]: the normal is the plane's +z, pointing from the
 //! plane (`geoms[0]`) into the other geom; `gap` is the signed distance (m, negative in
@@ -12,7 +13,7 @@ use burn_tensor::backend::Backend;
 
 use super::kinematics::Kin;
 use super::scalar::{M, S};
-use super::spatial::{add3, column, dot3, qmat, scale3, sub3, V3};
+use super::spatial::{add3, column, dot3, qmat, scale3, sub3, M3, V3};
 use crate::geometry::GeomShape;
 use crate::model::Model;
 
@@ -29,6 +30,121 @@ pub struct Candidate<B: Backend> {
     pub normal: V3<B>,
     /// Signed distance (m).
     pub gap: S<B>,
+}
+
+/// The candidates of pair `pair` = `(g0, g1)` in MuJoCo's order (lower geom type first) with
+/// detection distance `detect` (m), appended to `out`: a plane against a sphere, capsule or
+/// box ([`plane_pair`]) or a sphere against a box ([`sphere_box`]).
+///
+/// # Panics
+/// On another pair ([`crate::engine::batched_support`] refuses such models).
+pub fn pair_candidates<B: Backend>(
+    model: &Model,
+    k: &Kin<B>,
+    pair: usize,
+    (g0, g1): (usize, usize),
+    detect: f64,
+    out: &mut Vec<Candidate<B>>,
+) {
+    match (&model.geoms[g0].shape, &model.geoms[g1].shape) {
+        (GeomShape::Plane, _) => plane_pair(model, k, pair, (g0, g1), detect, out),
+        (GeomShape::Sphere { radius }, GeomShape::Box { half }) => {
+            let s = &k.geom_xpos[g0];
+            let rot = qmat(&k.geom_xquat[g1]);
+            out.push(sphere_box(
+                pair,
+                s,
+                *radius,
+                &k.geom_xpos[g1],
+                &rot,
+                half,
+                detect,
+            ));
+        }
+        _ => unreachable!("engine::batched_support refuses other pairs"),
+    }
+}
+
+/// `√x` for x ≥ 0 whose derivative stays finite where x = 0 (its branch then uses √1).
+fn safe_sqrt<B: Backend>(x: &S<B>) -> S<B> {
+    let pos = x.gt(&S::C(0.0));
+    pos.select(&pos.select(x, &S::C(1.0)).sqrt(), &S::C(0.0))
+}
+
+/// MuJoCo's `mjc_SphereBox` per world (as [`crate::collision::primitive_pairs::sphere_box`]):
+/// the sphere's centre in the box frame clamped to the box; outside, the contact is along the
+/// clamped point's direction; a centre inside the box is pushed out through the nearest face
+/// (faces −x, +x, −y, +y, −z, +z, the first of equals). Normal from the sphere into the box;
+/// `found` where `dist − r ≤ detect`.
+pub fn sphere_box<B: Backend>(
+    pair: usize,
+    spos: &V3<B>,
+    r: f64,
+    bpos: &V3<B>,
+    rot: &M3<B>,
+    half: &crate::model::Vec3,
+    detect: f64,
+) -> Candidate<B> {
+    let size = [half.x, half.y, half.z];
+    let d = sub3(spos, bpos);
+    // mju_mulMatTVec3: column i of the row-major matrix dotted with d.
+    let center: V3<B> = std::array::from_fn(|i| dot3(&column(rot, i), &d));
+    let clamped: V3<B> = std::array::from_fn(|i| {
+        if size[i] > 0.0 {
+            let c = &center[i];
+            c.lt(&S::C(-size[i])).select(
+                &S::C(-size[i]),
+                &c.gt(&S::C(size[i])).select(&S::C(size[i]), c),
+            )
+        } else {
+            center[i].clone()
+        }
+    });
+    let tmp0 = sub3(&clamped, &center);
+    // mju_normalize3: the norm, and the unit vector ((1, 0, 0) below 1e-15).
+    let dist = safe_sqrt(&dot3(&tmp0, &tmp0));
+    let small = dist.lt(&S::C(1e-15));
+    let inv = S::C(1.0) / &small.select(&S::C(1.0), &dist);
+    let tmp: V3<B> = std::array::from_fn(|i| {
+        small.select(&S::C(if i == 0 { 1.0 } else { 0.0 }), &(&tmp0[i] * &inv))
+    });
+    let found = (&dist - r).gt(&S::C(detect)).not();
+    // Centre inside the box (dist ≤ 1e-15): the nearest face, the first of equals.
+    let inside = dist.gt(&S::C(1e-15)).not();
+    let mut closest = S::C((size[0] + size[1] + size[2]) * 2.0);
+    let mut face_k: Vec<M<B>> = Vec::with_capacity(6);
+    for i in 0..6 {
+        let face = (if i % 2 == 1 { 1.0 } else { -1.0 }) * size[i / 2];
+        let gap = (S::C(face) - &center[i / 2]).abs();
+        let closer = closest.gt(&gap);
+        closest = closer.select(&gap, &closest);
+        for m in face_k.iter_mut() {
+            *m = m.and(&closer.not());
+        }
+        face_k.push(closer);
+    }
+    let nearest: V3<B> = std::array::from_fn(|a| {
+        let (neg, pos) = (&face_k[2 * a], &face_k[2 * a + 1]);
+        // Face −a pushes along +a, face +a along −a.
+        neg.select(&S::C(1.0), &pos.select(&S::C(-1.0), &S::C(0.0)))
+    });
+    let push = &(S::C(r) - &closest) / 2.0;
+    let pos_in = add3(&center, &scale3(&nearest, &push));
+    let deepest = add3(&center, &scale3(&tmp, &S::C(r)));
+    let half_c = scale3(&clamped, &S::C(0.5));
+    let pos_out = add3(&half_c, &scale3(&deepest, &S::C(0.5)));
+    let pos: V3<B> = std::array::from_fn(|i| inside.select(&pos_in[i], &pos_out[i]));
+    let dir: V3<B> = std::array::from_fn(|i| inside.select(&nearest[i], &tmp[i]));
+    let normal: V3<B> = std::array::from_fn(|i| dot3(&rot[i], &dir));
+    let point = add3(&std::array::from_fn(|i| dot3(&rot[i], &pos)), bpos);
+    let dist = inside.select(&(-&closest), &dist);
+    Candidate {
+        pair,
+        found,
+        point,
+        normal,
+        gap: &dist - r,
+    }
 }
 
 /// The candidates of pair `pair` = (plane `g0`, other `g1`) with detection distance `detect`

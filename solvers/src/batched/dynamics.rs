@@ -170,7 +170,7 @@ pub fn mass_matrix<B: Backend>(model: &Model, k: &Kin<B>, inertia: &[M6<B>]) -> 
 /// `Σ a_k b_k` in nalgebra's order for a dynamically sized vector (`Matrix::dot`): eight
 /// running sums over blocks of eight, combined `(s0 + s4) + (s1 + s5) + …`, then the remaining
 /// products one by one.
-fn dot_dynamic<B: Backend>(a: &[&S<B>], b: &[&S<B>]) -> S<B> {
+pub fn dot_dynamic<B: Backend>(a: &[&S<B>], b: &[&S<B>]) -> S<B> {
     let n = a.len();
     let mut acc: [S<B>; 8] = std::array::from_fn(|_| S::zero());
     let mut i = 0;
@@ -195,7 +195,13 @@ fn dot_dynamic<B: Backend>(a: &[&S<B>], b: &[&S<B>]) -> S<B> {
 /// whole dot product, [`dot_dynamic`]). A matrix that is not positive definite gives NaN (a
 /// square root of a negative number), which the stepper reports as divergence.
 pub fn cholesky_solve<B: Backend>(m: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
-    let n = r.len();
+    cholesky_apply(&cholesky_factor(m), r)
+}
+
+/// The Cholesky factor L (lower triangle, `n × n`; the upper triangle is zero) of a symmetric
+/// positive definite `m`, reading its lower triangle, in nalgebra's order (`Cholesky::new`).
+pub fn cholesky_factor<B: Backend>(m: &[Vec<S<B>>]) -> Vec<Vec<S<B>>> {
+    let n = m.len();
     let mut l = vec![vec![S::zero(); n]; n];
     for j in 0..n {
         let mut d = m[j][j].clone();
@@ -212,6 +218,12 @@ pub fn cholesky_solve<B: Backend>(m: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
         }
         l[j][j] = djj;
     }
+    l
+}
+
+/// Solve `L Lᵀ x = r` with the factor from [`cholesky_factor`] (nalgebra's `Cholesky::solve`).
+pub fn cholesky_apply<B: Backend>(l: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
+    let n = r.len();
     let mut y = vec![S::zero(); n];
     for i in 0..n {
         let mut s = r[i].clone();

@@ -34,6 +34,7 @@ pub mod penalty;
 pub mod plane_box;
 pub mod reverse;
 pub mod scalar;
+pub mod soft;
 pub mod spatial;
 
 /// burn's wgpu backend at the pinned version.
@@ -426,11 +427,98 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
     }
 }
 
-/// Build the batched stepper of engine `name` for the penalty parameters `params` (JSON).
+/// Build the batched stepper of engine `name` for formulation `formulation` with parameters
+/// `params` (JSON, the formulation's own schema): `penalty` ([`BatchedPenalty`]), `soft_convex`
+/// or `signorini` ([`soft::BatchedSoft`]).
+///
+/// # Errors
+/// Bad parameters or a parameter the batched engine does not implement
+/// ([`EngineError::Unsupported`] naming it), another formulation, or an engine this build lacks.
+pub fn stepper(
+    name: &str,
+    formulation: &str,
+    params: &serde_json::Value,
+    model: &Model,
+    initial: &State,
+    worlds: usize,
+) -> Result<Box<dyn Stepper>, EngineError> {
+    let unsupported = |element: String| EngineError::Unsupported {
+        engine: "burn",
+        element,
+    };
+    if formulation == "penalty" {
+        return penalty_stepper(name, params, model, initial, worlds);
+    }
+    let (batch, reference) = match formulation {
+        "soft_convex" => {
+            let p: crate::soft_convex::SoftConvexParams =
+                crate::formulation::parse_params("soft_convex", params)
+                    .map_err(|e| unsupported(e.to_string()))?;
+            let f = crate::soft_convex::SoftConvex::new(p.clone())
+                .map_err(|e| unsupported(e.to_string()))?;
+            let b = soft::SoftBatch::new(model, &p, false)
+                .map_err(|e| unsupported(format!("soft_convex: {e}")))?;
+            (b, Box::new(f) as Box<dyn Formulation>)
+        }
+        "signorini" => {
+            let p: crate::signorini::SignoriniParams =
+                crate::formulation::parse_params("signorini", params)
+                    .map_err(|e| unsupported(e.to_string()))?;
+            let f = crate::signorini::Signorini::new(p).map_err(|e| unsupported(e.to_string()))?;
+            if f.latch() {
+                return Err(unsupported(
+                    "signorini: latch (Genesis PR #3381's per-contact latch) is not batched; run on the cpu engine".into(),
+                ));
+            }
+            let b = soft::SoftBatch::new(model, f.inner_params(), true)
+                .map_err(|e| unsupported(format!("signorini: {e}")))?;
+            (b, Box::new(f) as Box<dyn Formulation>)
+        }
+        other => {
+            return Err(unsupported(format!(
+                "formulation '{other}' is not batched (penalty, soft_convex and signorini are)"
+            )))
+        }
+    };
+    match name {
+        "burn-ndarray" => Ok(Box::new(
+            soft::BatchedSoft::<NdArrayF64>::new(
+                "burn-ndarray",
+                batch,
+                reference,
+                initial,
+                worlds,
+                Default::default(),
+            )
+            .with_shards(cpu_shards(worlds)),
+        )),
+        #[cfg(feature = "wgpu")]
+        "burn-wgpu" => Ok(Box::new(soft::BatchedSoft::<WgpuF32>::new(
+            "burn-wgpu",
+            batch,
+            reference,
+            initial,
+            worlds,
+            Default::default(),
+        ))),
+        #[cfg(feature = "cuda")]
+        "burn-cuda" => Ok(Box::new(soft::BatchedSoft::<CudaF32>::new(
+            "burn-cuda",
+            batch,
+            reference,
+            initial,
+            worlds,
+            Default::default(),
+        ))),
+        other => Err(crate::engine::find(other)?.not_built()),
+    }
+}
+
+/// The batched penalty's stepper of engine `name` for the penalty parameters `params` (JSON).
 ///
 /// # Errors
 /// Bad parameters ([`EngineError::Unsupported`] naming them), or an engine this build lacks.
-pub fn stepper(
+fn penalty_stepper(
     name: &str,
     params: &serde_json::Value,
     model: &Model,

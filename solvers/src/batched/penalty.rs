@@ -14,7 +14,7 @@
 
 use burn_tensor::backend::Backend;
 
-use super::collision::{plane_pair, Candidate};
+use super::collision::{pair_candidates, Candidate};
 use super::dynamics::{
     bias, cholesky_solve, integrate_positions, mass_matrix, point_velocity, spatial_inertias,
     velocities,
@@ -191,7 +191,7 @@ fn joint_forces<B: Backend>(model: &Model, p: &PenaltyParams, q: &[S<B>], v: &[S
 
 /// Passive springs and damping plus actuator forces `(nv)` ([`crate::dynamics::passive_forces`],
 /// [`crate::actuation::actuator_forces`]); `u` has one per-world scalar per actuator.
-fn passive_and_actuation<B: Backend>(
+pub(crate) fn passive_and_actuation<B: Backend>(
     model: &Model,
     q: &[S<B>],
     v: &[S<B>],
@@ -262,7 +262,7 @@ pub fn step_with<B: Backend>(
         let mut cands = Vec::new();
         for (i, pr) in b.compiled.pairs.iter().enumerate() {
             let detect = pr.material.margin + pr.material.gap;
-            plane_pair(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
+            pair_candidates(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
         }
         if b.skip_idle_contacts
             && !cands

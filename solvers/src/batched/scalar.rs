@@ -122,6 +122,16 @@ impl<B: Backend> S<B> {
         self.map(|x| x.max(c), |t| t.clamp_min(c))
     }
 
+    /// x^p for a constant exponent p (`f64::powf` per element on burn-ndarray).
+    pub fn powf_c(&self, p: f64) -> Self {
+        self.map(|x| x.powf(p), |t| t.powf_scalar(p))
+    }
+
+    /// x ≥ y per world.
+    pub fn ge(&self, y: &S<B>) -> M<B> {
+        self.lt(y).not()
+    }
+
     /// x < y per world.
     pub fn lt(&self, y: &S<B>) -> M<B> {
         match (self, y) {

@@ -194,6 +194,16 @@ impl Signorini {
         })
     }
 
+    /// The soft_convex parameters the resolution runs on (elliptic cone, Newton).
+    pub fn inner_params(&self) -> &SoftConvexParams {
+        &self.inner.params
+    }
+
+    /// Whether the per-contact normal-force latch (Genesis PR #3381) is on.
+    pub fn latch(&self) -> bool {
+        self.latch
+    }
+
     /// One step with its rows and forces (for tests and diagnostics).
     pub fn step_detail(
         &mut self,

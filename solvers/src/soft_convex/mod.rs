@@ -89,21 +89,21 @@ pub struct SoftConvexParams {
 
 /// Parameters resolved against a model's options.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Resolved {
-    cone: Cone,
-    solver: SolverKind,
-    iterations: usize,
-    tolerance: f64,
-    ls_iterations: usize,
-    ls_tolerance: f64,
-    impratio: f64,
-    warmstart: bool,
-    refsafe: bool,
-    integrator: Integrator,
+pub(crate) struct Resolved {
+    pub(crate) cone: Cone,
+    pub(crate) solver: SolverKind,
+    pub(crate) iterations: usize,
+    pub(crate) tolerance: f64,
+    pub(crate) ls_iterations: usize,
+    pub(crate) ls_tolerance: f64,
+    pub(crate) impratio: f64,
+    pub(crate) warmstart: bool,
+    pub(crate) refsafe: bool,
+    pub(crate) integrator: Integrator,
 }
 
 impl SoftConvexParams {
-    fn resolve(&self, o: &crate::model::Options) -> Resolved {
+    pub(crate) fn resolve(&self, o: &crate::model::Options) -> Resolved {
         Resolved {
             cone: self.cone.unwrap_or(o.cone),
             solver: self.solver.unwrap_or(o.solver),

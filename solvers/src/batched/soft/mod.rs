@@ -1,0 +1,293 @@
+//! Batched `soft_convex` and `signorini` (issue 16): MuJoCo's soft convex model and Genesis'
+//! signorini resolution for many worlds at once, the cpu engine's step
+//! ([`crate::soft_convex::SoftConvex::step_with`]; spec `soft_convex_and_signorini.md` §A, §B)
+//! as one pure function of tensors ([`step`]), so that burn's autodiff differentiates whole
+//! rollouts through every solver and line-search iteration.
+//!
+//! One step, per world, in the cpu engine's order:
+//!
+//! 1. kinematics, mass matrix M and its Cholesky factor, smooth force
+//!    `f_s = passive + actuation − bias`, `a0 = M⁻¹ f_s`;
+//! 2. contact candidates of the plane pairs ([`crate::batched::collision`]) and the row slots
+//!    ([`rows`]): J, impedance, R, D, aref, with both solref formats, solimp and impratio;
+//!    pyramidal or elliptic cones; signorini turns each elliptic block into a one-sided normal
+//!    row and friction discs ([`signorini_rows`]);
+//! 3. the warm start (the previous step's accelerations where cheaper than a0; signorini
+//!    always), then Newton (a dense per-world Cholesky of the small Hessian written as tensor
+//!    operations, [`crate::batched::dynamics::cholesky_factor`]) or CG with MuJoCo's exact line
+//!    search ([`solver`]), each world masked once it stops;
+//! 4. semi-implicit Euler, with `(M + h B)⁻¹` when joints are damped (MuJoCo's eulerdamp).
+//!
+//! Worlds without any row take `a0` exactly, as the cpu engine skips the solve there. The
+//! `implicitfast` and `implicit` integrators, the physical contact mapping and the signorini
+//! latch are not batched: [`stepper`] refuses them with a message naming the parameter.
+
+pub mod cost;
+pub mod rows;
+pub mod solver;
+pub mod stepper;
+
+pub use stepper::BatchedSoft;
+
+use burn_tensor::backend::Backend;
+
+use super::collision::{pair_candidates, Candidate};
+use super::dynamics::{
+    bias, cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix,
+    spatial_inertias, velocities,
+};
+use super::kinematics::forward;
+use super::penalty::passive_and_actuation;
+use super::scalar::{M, S};
+use crate::compiled::CompiledModel;
+use crate::model::{Model, Vec3};
+use crate::soft_convex::impedance::MINVAL;
+use crate::soft_convex::invweight::InvWeights;
+use cost::Kind;
+use rows::Rows;
+use solver::{seq_dot, Problem};
+
+/// A model compiled for the batched soft solvers: constants, resolved options, inverse
+/// weights at qpos0.
+#[derive(Debug, Clone)]
+pub struct SoftBatch {
+    /// The model.
+    pub model: Model,
+    /// Its pairs and materials.
+    pub compiled: CompiledModel,
+    /// Inverse weights at qpos0 (MuJoCo `body_invweight0`, `dof_invweight0`).
+    pub inv: InvWeights,
+    /// Row settings except the timestep.
+    pub cone: crate::model::Cone,
+    /// impratio.
+    pub impratio: f64,
+    /// refsafe.
+    pub refsafe: bool,
+    /// Warm start.
+    pub warmstart: bool,
+    /// Solver settings.
+    pub solver: solver::Settings,
+    /// Genesis' signorini resolution instead of MuJoCo's convex model.
+    pub signorini: bool,
+}
+
+impl SoftBatch {
+    /// Compile `model` for soft_convex parameters `p` (resolved against the model's options);
+    /// `signorini` selects Genesis' resolution (the parameters then come from
+    /// [`crate::signorini::Signorini::inner_params`]).
+    ///
+    /// # Errors
+    /// A setting the batched engine does not implement, named: an integrator other than
+    /// Euler, the physical contact mapping.
+    pub fn new(
+        model: &Model,
+        p: &crate::soft_convex::SoftConvexParams,
+        signorini: bool,
+    ) -> Result<Self, String> {
+        let r = p.resolve(&model.options);
+        if r.integrator != crate::model::Integrator::Euler {
+            return Err(format!(
+                "integrator {:?}: the batched soft solvers integrate with semi-implicit Euler only (set integrator: euler, or run on the cpu engine)",
+                r.integrator
+            ));
+        }
+        if p.physical_contact == Some(true) || p.ke.is_some() || p.kd.is_some() {
+            return Err("physical_contact (ke, kd): not batched; run on the cpu engine".into());
+        }
+        Ok(Self {
+            model: model.clone(),
+            compiled: CompiledModel::new(model),
+            inv: InvWeights::new(model),
+            cone: r.cone,
+            impratio: r.impratio,
+            refsafe: r.refsafe,
+            warmstart: r.warmstart,
+            solver: solver::Settings {
+                newton: r.solver == crate::model::SolverKind::Newton,
+                iterations: r.iterations,
+                tolerance: r.tolerance,
+                ls_iterations: r.ls_iterations,
+                ls_tolerance: r.ls_tolerance,
+                early_exit: true,
+            },
+            signorini,
+        })
+    }
+}
+
+/// The result of [`step`], per world.
+pub struct StepOut<B: Backend> {
+    /// Positions after the step `(nq)`.
+    pub q: Vec<S<B>>,
+    /// Velocities after the step `(nv)`.
+    pub v: Vec<S<B>>,
+    /// The solver's accelerations (the next step's warm start) `(nv)`.
+    pub qacc: Vec<S<B>>,
+    /// The rows of the step.
+    pub rows: Rows<B>,
+    /// Row forces `(nrow)`.
+    pub force: Vec<S<B>>,
+    /// Iterations used.
+    pub iterations: S<B>,
+    /// Final scaled gradient norm.
+    pub gradient: S<B>,
+    /// Whether the solver met a stopping test (worlds without rows: true).
+    pub converged: M<B>,
+}
+
+/// Genesis' signorini rows (the cpu engine's `signorini_blocks`): each elliptic contact's
+/// normal row becomes a plain one-sided quadratic, its friction rows get `R = R_n/impratio`,
+/// and each friction block (sliding, torsional, rolling) becomes a disc of radius `μ_b f_n`.
+fn signorini_rows<B: Backend>(rows: &mut Rows<B>, impratio: f64) {
+    for c in &rows.contacts {
+        let n = c.first;
+        rows.rows[n].kind = Kind::Inequality;
+        let r1 = &rows.rows[n].r / impratio.max(MINVAL);
+        for k in 1..c.dim {
+            rows.rows[n + k].r = r1.clone();
+            rows.rows[n + k].d = S::C(1.0) / &r1;
+        }
+        for &(off, dim, mu) in &[
+            (1, 2, c.friction[0]),
+            (3, 1, c.friction[2]),
+            (4, 2, c.friction[3]),
+        ] {
+            if off + dim <= c.dim {
+                rows.rows[n + off].kind = Kind::Disc { dim, normal: n, mu };
+                for j in 1..dim {
+                    rows.rows[n + off + j].kind = Kind::Member;
+                }
+            }
+        }
+    }
+}
+
+/// One step of every world: positions `q` `(nq)`, velocities `v` `(nv)`, controls `u` `(nu)`,
+/// the previous step's accelerations `warm` (`None` on the first step), timestep `h` (s).
+/// Pure: differentiable end to end on an autodiff backend.
+pub fn step<B: Backend>(
+    b: &SoftBatch,
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+    warm: Option<&[S<B>]>,
+    h: f64,
+) -> StepOut<B> {
+    let model = &b.model;
+    let nv = model.nv;
+    let k = forward(model, q);
+    let (cvel, cdof_dot) = velocities(model, &k, v);
+    let gravity = if model.options.disable.gravity {
+        Vec3::zeros()
+    } else {
+        model.options.gravity
+    };
+    let inertia = spatial_inertias(model, &k);
+    let c = bias(model, &k, &inertia, v, &cvel, &cdof_dot, &gravity);
+    let pa = passive_and_actuation(model, q, v, u);
+    let f_s: Vec<S<B>> = pa.iter().zip(&c).map(|(p, c)| p - c).collect();
+    let mass = mass_matrix(model, &k, &inertia);
+    let mass_l = cholesky_factor(&mass);
+    let a0 = cholesky_apply(&mass_l, &f_s);
+
+    let mut cands: Vec<Candidate<B>> = Vec::new();
+    if !model.options.disable.contact {
+        for (i, pr) in b.compiled.pairs.iter().enumerate() {
+            let detect = pr.material.margin + pr.material.gap;
+            pair_candidates(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
+        }
+    }
+    let settings = rows::Settings {
+        cone: if b.signorini {
+            crate::model::Cone::Elliptic
+        } else {
+            b.cone
+        },
+        impratio: b.impratio,
+        h,
+        refsafe: b.refsafe,
+        disable: model.options.disable,
+    };
+    let mut rows = rows::assemble(model, &b.compiled, &k, q, v, &cands, &b.inv, &settings);
+    if b.signorini {
+        signorini_rows(&mut rows, b.impratio);
+    }
+    let live = rows.any.clone();
+    let (qacc, force, iterations, gradient, converged) = if matches!(live, M::C(false)) {
+        let n = rows.rows.len();
+        (
+            a0.clone(),
+            vec![S::zero(); n],
+            S::zero(),
+            S::zero(),
+            M::C(true),
+        )
+    } else {
+        let scale = rows::island_scale(model, &mass, &rows.rows);
+        let problem = Problem {
+            mass: &mass,
+            mass_l: &mass_l,
+            f_s: &f_s,
+            a0: &a0,
+            rows: &rows.rows,
+            scale,
+            signorini: b.signorini,
+        };
+        let start = match warm {
+            Some(w) if b.warmstart && b.signorini => w.to_vec(),
+            Some(w) if b.warmstart => {
+                let worse = problem.cost(w).gt(&problem.cost(&a0));
+                w.iter().zip(&a0).map(|(w, a)| worse.select(a, w)).collect()
+            }
+            _ => a0.clone(),
+        };
+        let sol = solver::solve(&problem, start, &live, &b.solver);
+        let qacc: Vec<S<B>> = sol
+            .qacc
+            .iter()
+            .zip(&a0)
+            .map(|(x, a)| live.select(x, a))
+            .collect();
+        let force = sol
+            .force
+            .iter()
+            .map(|f| live.select(f, &S::zero()))
+            .collect();
+        (
+            qacc,
+            force,
+            sol.iterations,
+            live.select(&sol.gradient, &S::zero()),
+            sol.converged.or(&live.not()),
+        )
+    };
+
+    // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp).
+    let damped = model.joints.iter().any(|j| j.damping > 0.0);
+    let a_int = if damped {
+        let mut mh = mass.clone();
+        for (d, row) in mh.iter_mut().enumerate() {
+            let bd = model.joints[model.dof_joint[d]].damping;
+            row[d] = &row[d] + bd * h;
+        }
+        let rhs: Vec<S<B>> = (0..nv)
+            .map(|d| &f_s[d] + &seq_dot(rows.rows.iter().map(|r| &r.jac[d]), force.iter()))
+            .collect();
+        cholesky_solve(&mh, &rhs)
+    } else {
+        qacc.clone()
+    };
+    let v_new: Vec<S<B>> = v.iter().zip(&a_int).map(|(v, a)| v + &(a * h)).collect();
+    let mut q_new = q.to_vec();
+    integrate_positions(model, &mut q_new, &v_new, h);
+    StepOut {
+        q: q_new,
+        v: v_new,
+        qacc,
+        rows,
+        force,
+        iterations,
+        gradient,
+        converged,
+    }
+}

@@ -1,0 +1,253 @@
+//! [`BatchedSoft`]: the batched soft_convex and signorini as a [`Stepper`], holding the
+//! worlds' states and warm starts on the device, in shards stepped in parallel (as
+//! [`crate::batched::BatchedPenalty`]).
+
+use burn_tensor::backend::Backend;
+use nalgebra::{DVector, Matrix3};
+
+use super::rows::{frame_force, frame_velocity};
+use super::{step, SoftBatch, StepOut};
+use crate::batched::scalar::{M, S};
+use crate::batched::{download, upload, upload_states};
+use crate::engine::Stepper;
+use crate::features::IgnoredFeature;
+use crate::formulation::{ContactRecord, Formulation, StepReport};
+use crate::model::{State, Vec3};
+
+/// A contiguous range of worlds with its state and warm start.
+struct Shard<B: Backend> {
+    start: usize,
+    len: usize,
+    q: Vec<S<B>>,
+    v: Vec<S<B>>,
+    warm: Option<Vec<S<B>>>,
+}
+
+/// The batched soft_convex or signorini on backend `B`.
+pub struct BatchedSoft<B: Backend> {
+    engine: &'static str,
+    batch: SoftBatch,
+    /// The cpu formulation with the same parameters (for its list of ignored features).
+    reference: Box<dyn Formulation>,
+    device: B::Device,
+    worlds: usize,
+    shards: Vec<Shard<B>>,
+    t: f64,
+}
+
+impl<B: Backend> BatchedSoft<B> {
+    /// `worlds` copies of `initial` stepped by `batch`, in one shard; `reference` is the cpu
+    /// formulation with the same parameters.
+    pub fn new(
+        engine: &'static str,
+        batch: SoftBatch,
+        reference: Box<dyn Formulation>,
+        initial: &State,
+        worlds: usize,
+        device: B::Device,
+    ) -> Self {
+        let worlds = worlds.max(1);
+        let mut s = Self {
+            engine,
+            batch,
+            reference,
+            device,
+            worlds,
+            shards: Vec::new(),
+            t: initial.t,
+        };
+        s.split(1, &vec![initial.clone(); worlds]);
+        s
+    }
+
+    /// The same worlds in `shards` contiguous shards (clamped to 1..=worlds); warm starts
+    /// restart.
+    pub fn with_shards(mut self, shards: usize) -> Self {
+        let states = self.read_states();
+        self.split(shards, &states);
+        self
+    }
+
+    /// Run every solver and line-search loop to its budget (a static program, as MJX) instead
+    /// of stopping when no world is still iterating. The numbers are the same.
+    pub fn with_static_budget(mut self, on: bool) -> Self {
+        self.batch.solver.early_exit = !on;
+        self
+    }
+
+    /// The compiled batch.
+    pub fn batch(&self) -> &SoftBatch {
+        &self.batch
+    }
+
+    fn split(&mut self, shards: usize, states: &[State]) {
+        let n = shards.clamp(1, self.worlds);
+        let (base, extra) = (self.worlds / n, self.worlds % n);
+        let mut start = 0;
+        self.shards = (0..n)
+            .map(|i| {
+                let len = base + usize::from(i < extra);
+                let (q, v) = upload_states::<B>(&states[start..start + len], &self.device);
+                let shard = Shard {
+                    start,
+                    len,
+                    q,
+                    v,
+                    warm: None,
+                };
+                start += len;
+                shard
+            })
+            .collect();
+    }
+}
+
+/// Per-world reports of one shard's step: solver statistics and, with `contacts`, the contact
+/// records (impulse = h · force in the contact frame, velocity after the step).
+fn reports<B: Backend>(out: &StepOut<B>, w: usize, h: f64, contacts: bool) -> Vec<StepReport> {
+    let iterations = download(&out.iterations, w);
+    let gradient = download(&out.gradient, w);
+    let converged = download_mask(&out.converged, w);
+    let mut reports: Vec<StepReport> = (0..w)
+        .map(|i| {
+            let n = iterations[i].round() as usize;
+            StepReport {
+                iterations: n,
+                residual: gradient[i],
+                converged: converged[i],
+                best_iterate: n,
+                diverged: None,
+                contacts: Vec::new(),
+            }
+        })
+        .collect();
+    if !contacts {
+        return reports;
+    }
+    for c in &out.rows.contacts {
+        let active = download_mask(&c.active, w);
+        if !active.iter().any(|&a| a) {
+            continue;
+        }
+        let read3 = |v: &[S<B>; 3]| -> Vec<Vec3> {
+            let [x, y, z] = [download(&v[0], w), download(&v[1], w), download(&v[2], w)];
+            (0..w).map(|i| Vec3::new(x[i], y[i], z[i])).collect()
+        };
+        let point = read3(&c.point);
+        let rows: Vec<Vec<Vec3>> = c.frame.iter().map(read3).collect();
+        let force = read3(&frame_force(c, &out.force));
+        let vel = read3(&frame_velocity(c, &out.v));
+        let gap = download(&c.gap, w);
+        for i in (0..w).filter(|&i| active[i]) {
+            let frame = Matrix3::from_rows(&[
+                rows[0][i].transpose(),
+                rows[1][i].transpose(),
+                rows[2][i].transpose(),
+            ]);
+            reports[i].contacts.push(ContactRecord {
+                geoms: c.geoms,
+                point: point[i],
+                frame,
+                gap: gap[i],
+                mu: c.friction[0],
+                impulse: force[i] * h,
+                velocity: vel[i],
+            });
+        }
+    }
+    reports
+}
+
+fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
+    match m {
+        M::C(b) => vec![*b; worlds],
+        M::T(t) => t.to_data().iter::<bool>().collect(),
+    }
+}
+
+impl<B: Backend> Stepper for BatchedSoft<B> {
+    fn engine(&self) -> &'static str {
+        self.engine
+    }
+
+    fn worlds(&self) -> usize {
+        self.worlds
+    }
+
+    fn step(&mut self, controls: &[f64], h: f64, want_contacts: bool) -> Vec<StepReport> {
+        use rayon::prelude::*;
+        let nu = self.batch.model.actuators.len();
+        assert_eq!(
+            controls.len(),
+            nu * self.worlds,
+            "controls must be (worlds x nu)"
+        );
+        let (batch, device) = (&self.batch, &self.device);
+        let stepped: Vec<_> = self
+            .shards
+            .par_iter()
+            .map(|sh| {
+                let u: Vec<S<B>> = (0..nu)
+                    .map(|a| {
+                        let col: Vec<f64> = (sh.start..sh.start + sh.len)
+                            .map(|w| controls[w * nu + a])
+                            .collect();
+                        if col.iter().all(|&x| x == col[0]) {
+                            S::C(col[0])
+                        } else {
+                            S::T(upload(col, device))
+                        }
+                    })
+                    .collect();
+                let out = step(batch, &sh.q, &sh.v, &u, sh.warm.as_deref(), h);
+                let reports = reports(&out, sh.len, h, want_contacts);
+                (out.q, out.v, out.qacc, reports)
+            })
+            .collect();
+        let mut all = Vec::with_capacity(self.worlds);
+        for (sh, (q, v, qacc, r)) in self.shards.iter_mut().zip(stepped) {
+            sh.q = q;
+            sh.v = v;
+            sh.warm = Some(qacc);
+            all.extend(r);
+        }
+        self.t += h;
+        if want_contacts {
+            // Observed steps check every world for divergence (one readback).
+            for (r, s) in all.iter_mut().zip(self.read_states()) {
+                *r = std::mem::take(r).check_divergence(&s);
+            }
+        }
+        all
+    }
+
+    fn read_states(&self) -> Vec<State> {
+        let mut out = Vec::with_capacity(self.worlds);
+        for sh in &self.shards {
+            let w = sh.len;
+            let q: Vec<Vec<f64>> = sh.q.iter().map(|s| download(s, w)).collect();
+            let v: Vec<Vec<f64>> = sh.v.iter().map(|s| download(s, w)).collect();
+            out.extend((0..w).map(|i| State {
+                q: DVector::from_iterator(q.len(), q.iter().map(|c| c[i])),
+                v: DVector::from_iterator(v.len(), v.iter().map(|c| c[i])),
+                t: self.t,
+            }));
+        }
+        out
+    }
+
+    /// Overwrite the states; warm starts are kept (as the cpu formulations keep theirs).
+    fn write_states(&mut self, states: &[State]) {
+        assert_eq!(states.len(), self.worlds, "one state per world");
+        for sh in &mut self.shards {
+            let (q, v) = upload_states::<B>(&states[sh.start..sh.start + sh.len], &self.device);
+            sh.q = q;
+            sh.v = v;
+        }
+        self.t = states[0].t;
+    }
+
+    fn ignored_features(&self) -> Vec<IgnoredFeature> {
+        self.reference.ignored_features(&self.batch.model)
+    }
+}
