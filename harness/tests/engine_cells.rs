@@ -87,16 +87,18 @@ fn engine_and_worlds_are_sweep_axes_in_the_id() {
     }
 }
 
-/// soft_convex on a batched engine is skipped (not batched before part 2) with the reason; the
+/// ncp_fb on a batched engine is skipped (not batched before part 3) with the reason; the
 /// cpu cells and the batched penalty run (or, in a build without `burn`, are skipped naming
 /// the feature); worlds > 1 on the cpu engine count every world in `steps_per_s`.
 #[test]
 fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
-    let text = BASE.replace(
-        "  timestep: [0.002]\n",
-        "  timestep: [0.002]\n  engine: [cpu, burn-ndarray]\n  worlds: [1, 3]\n",
-    );
+    let text = BASE
+        .replace(
+            "  timestep: [0.002]\n",
+            "  timestep: [0.002]\n  engine: [cpu, burn-ndarray]\n  worlds: [1, 3]\n",
+        )
+        .replace("  - name: soft_convex\n", "  - name: ncp_fb\n");
     let p = plan_of(tmp.path(), &text);
     let out = tmp.path().join("results");
     let opts = RunOptions {
@@ -116,11 +118,11 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
         let status = r.str("status");
         match (engine, formulation) {
             ("cpu", _) => assert_eq!(status, "ok", "{}", r.str("reason")),
-            ("burn-ndarray", "soft_convex") => {
+            ("burn-ndarray", "ncp_fb") => {
                 assert_eq!(status, "skipped");
                 assert!(
                     r.str("reason")
-                        .contains("formulation 'soft_convex' is not batched yet"),
+                        .contains("formulation 'ncp_fb' is not batched yet"),
                     "{}",
                     r.str("reason")
                 );

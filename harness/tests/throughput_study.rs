@@ -22,7 +22,7 @@ study:
   iterations: 1
   max_worlds:
     forward_backward: {cpu: 2}
-  tape: {worlds: 2, horizons: [1, 4, 16]}
+  tape: {worlds: 2, horizons: [1, 4, 16], iteration_budgets: [2, 6], budget_horizon_steps: 2}
 scenes:
   - name: box_drop
     height: 0.05
@@ -59,8 +59,9 @@ fn a_small_study_runs_end_to_end() {
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = tmp.path().join("results/tp");
     let rows = read_runs_with(&dir, COLUMNS).unwrap();
-    // 3 formulations x 3 engines x 2 worlds x 2 passes, plus 3 x 3 x 3 tape cells.
-    assert_eq!(rows.len(), 36 + 27);
+    // 3 formulations x 3 engines x 2 worlds x 2 passes, plus 3 x 3 x (3 horizons + 2
+    // iteration budgets) tape cells.
+    assert_eq!(rows.len(), 36 + 45);
     let burn = cfg!(feature = "burn");
     let wgpu = cfg!(feature = "wgpu");
 
@@ -77,16 +78,32 @@ fn a_small_study_runs_end_to_end() {
         );
         assert_eq!(r.str("status") == "ok", r.str("reason").is_empty());
     }
-    // The batched engine lacks soft_convex (part 2): skipped on every pass, reason naming it.
+    // The batched engine lacks ncp_fb (part 3): skipped on every pass, reason naming it.
     for r in rows_where(&rows, |r| {
-        r.str("label") == "soft_convex" && r.str("engine") != "cpu"
+        r.str("label") == "ncp_fb" && r.str("engine") != "cpu"
     }) {
         assert_eq!(r.str("status"), "skipped");
         assert!(
-            r.str("reason").contains("'soft_convex' is not batched"),
+            r.str("reason").contains("'ncp_fb' is not batched")
+                || r.str("reason").contains("--features"),
             "{}",
             r.str("reason")
         );
+    }
+    // The penalty has no solver iterations: its iteration-budget cells are skipped saying so.
+    if burn {
+        for r in rows_where(&rows, |r| {
+            r.str("label") == "penalty"
+                && r.str("engine") == "burn-ndarray"
+                && r.u64("iteration_budget") > 0
+        }) {
+            assert_eq!(r.str("status"), "skipped");
+            assert!(
+                r.str("reason").contains("no solver iterations"),
+                "{}",
+                r.str("reason")
+            );
+        }
     }
     // An engine not in the build is skipped naming its feature.
     if !wgpu {
@@ -130,6 +147,14 @@ fn a_small_study_runs_end_to_end() {
         ran.push(cell(
             &rows,
             "penalty",
+            "burn-ndarray",
+            "forward_backward",
+            64,
+        ));
+        ran.push(cell(&rows, "soft_convex", "burn-ndarray", "forward", 64));
+        ran.push(cell(
+            &rows,
+            "soft_convex",
             "burn-ndarray",
             "forward_backward",
             64,
@@ -187,7 +212,10 @@ fn a_small_study_runs_end_to_end() {
     // (about linear), the cpu adjoint keeps the forward states (less per step).
     let tape = |label: &str, engine: &str| -> Vec<f64> {
         let mut t: Vec<(u64, f64)> = rows_where(&rows, |r| {
-            r.str("pass") == "tape" && r.str("label") == label && r.str("engine") == engine
+            r.str("pass") == "tape"
+                && r.str("label") == label
+                && r.str("engine") == engine
+                && r.u64("iteration_budget") == 0
         })
         .iter()
         .map(|r| {
@@ -212,12 +240,41 @@ fn a_small_study_runs_end_to_end() {
             "{b:?}"
         );
     }
+    // Against the iteration budget: burn's tape of soft_convex holds every iteration of the
+    // static program (it grows with the budget); ncp_fb's adjoint on the cpu engine runs.
+    let budget = |label: &str, engine: &str| -> Vec<f64> {
+        let mut t: Vec<(u64, f64)> = rows_where(&rows, |r| {
+            r.str("pass") == "tape"
+                && r.str("label") == label
+                && r.str("engine") == engine
+                && r.u64("iteration_budget") > 0
+        })
+        .iter()
+        .map(|r| {
+            assert_eq!(r.str("status"), "ok", "{}", r.str("reason"));
+            assert_eq!(r.u64("horizon_steps"), 2);
+            (r.u64("iteration_budget"), r.f64("tape_bytes"))
+        })
+        .collect();
+        t.sort_by_key(|x| x.0);
+        assert_eq!(t.iter().map(|x| x.0).collect::<Vec<_>>(), [2, 6]);
+        t.into_iter().map(|x| x.1).collect()
+    };
+    let flat = budget("ncp_fb", "cpu");
+    println!("ncp_fb adjoint tape against the budget: {flat:?}");
+    assert!(flat.iter().all(|&b| b > 0.0), "{flat:?}");
+    if burn {
+        let b = budget("soft_convex", "burn-ndarray");
+        println!("soft_convex tape against the budget: {b:?}");
+        assert!(b[0] > 0.0 && b[1] > 2.0 * b[0], "{b:?}");
+    }
 
     // Figures and the report.
     for f in [
         "throughput_vs_worlds",
         "memory_vs_worlds",
         "memory_vs_horizon",
+        "memory_vs_iteration_budget",
     ] {
         for ext in ["svg", "png"] {
             let p = dir.join(format!("figures/{f}__box_drop.{ext}"));
@@ -233,6 +290,7 @@ fn a_small_study_runs_end_to_end() {
         "## Forward: world-steps per second",
         "## Forward plus backward: world-iterations per second",
         "## Tape against the horizon",
+        "## Tape against the solver's iteration budget",
         "## Cells not measured",
         "max_worlds.forward_backward.cpu = 2",
     ] {
@@ -247,7 +305,7 @@ fn a_small_study_runs_end_to_end() {
     let o = contactlab(&["run", "tp.yaml"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("63 cells (63 resumed, 0 run)"), "{out}");
+    assert!(out.contains("81 cells (81 resumed, 0 run)"), "{out}");
 }
 
 #[test]

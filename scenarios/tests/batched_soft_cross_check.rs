@@ -198,3 +198,76 @@ fn signorini_agrees_to_1e_9_on_the_genesis_reference_scenes() {
         assert!(d <= 1e-9, "signorini {xml}: {d:e}");
     }
 }
+
+/// The f32 `burn-wgpu` engine (lavapipe in CI) against the cpu engine over 1 s of `scenes`
+/// (name, scene parameters, formulation parameters), compared every 10 steps; the largest
+/// |qpos difference| (m) per scene.
+#[cfg(feature = "wgpu")]
+fn wgpu_over_one_second(name: &str, scenes: &[(&str, Value, Value)]) -> Vec<f64> {
+    scenes
+        .iter()
+        .map(|(scene, sp, params)| {
+            let s = build(scene, sp).unwrap();
+            let t0 = std::time::Instant::now();
+            let mut gpu = contactlab_solvers::batched::stepper(
+                "burn-wgpu",
+                name,
+                params,
+                &s.model,
+                &s.initial,
+                1,
+            )
+            .unwrap();
+            let mut f = formulation::build(name, params).unwrap();
+            let mut state = s.initial.clone();
+            let steps = (1.0 / H).round() as usize;
+            let mut worst: f64 = 0.0;
+            for k in 0..steps {
+                let u = s.controls_at(state.t, &state);
+                f.step(&s.model, &mut state, &u, H);
+                gpu.step(&u, H, false);
+                if (k + 1) % 10 == 0 {
+                    let b = gpu.read_state(0);
+                    worst = worst.max((&state.q - &b.q).amax());
+                }
+            }
+            println!(
+                "{name} {scene} {params} on burn-wgpu: {steps} steps, max |qpos difference| {worst:.3e} ({:.0} s)",
+                t0.elapsed().as_secs_f64()
+            );
+            worst
+        })
+        .collect()
+}
+
+/// soft_convex and signorini in f32 on `burn-wgpu` within 1e-4 m of the cpu engine over 1 s
+/// on cartpole (its limit) and sphere_roll (one rolling contact).
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
+    for name in ["soft_convex", "signorini"] {
+        let scenes = [
+            ("cartpole", json!({}), json!({})),
+            ("sphere_roll", json!({}), json!({})),
+        ];
+        for ((scene, ..), d) in scenes.iter().zip(wgpu_over_one_second(name, &scenes)) {
+            assert!(d <= 1e-4, "{name} {scene}: {d:e} on burn-wgpu");
+        }
+    }
+}
+
+/// The same bound on box_slide and box_incline (four contacts each).
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_f32_boxes_agree_to_1e_4_m_over_one_second() {
+    let scenes = [
+        ("box_slide", json!({}), json!({})),
+        ("box_incline", json!({"friction": 0.4}), json!({})),
+    ];
+    for ((scene, ..), d) in scenes
+        .iter()
+        .zip(wgpu_over_one_second("soft_convex", &scenes))
+    {
+        assert!(d <= 1e-4, "soft_convex {scene}: {d:e} on burn-wgpu");
+    }
+}

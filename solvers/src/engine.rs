@@ -270,9 +270,10 @@ impl EngineEntry {
     }
 }
 
-/// The scene class the batched engines run (issue 15, part 1): the `penalty` formulation on
-/// fixed-topology models of free bodies and hinge/slide chains whose colliding pairs are a
-/// plane against a sphere, capsule or box, without equality constraints. `Err` names the first
+/// The scene class the batched engines run (issues 15 and 16): the `penalty`, `soft_convex`
+/// and `signorini` formulations on fixed-topology models of free bodies and hinge/slide chains
+/// whose colliding pairs are a plane against a sphere, capsule or box, or a sphere against a
+/// box, without equality constraints. `Err` names the first
 /// formulation, joint, geom, pair or constraint outside it. Always compiled, so that a build
 /// without the burn features explains the same cells the same way.
 ///
@@ -444,18 +445,22 @@ pub fn loss_weights(n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// One forward-plus-backward pass of the batched penalty on engine `name` over
-/// `controls.len()` steps of `h` (s) from `initial` (one state per world), the loss
-/// `Σ_worlds w · [q_N; v_N]` ([`loss_weights`]) differentiated with respect to the initial
-/// velocities; `between` runs after the forward pass and before the backward one
-/// ([`crate::batched::reverse::reverse_pass`]).
+/// One forward-plus-backward pass of batched `formulation` (parameters `params`, JSON) on
+/// engine `name` over `controls.len()` steps of `h` (s) from `initial` (one state per world),
+/// the loss `Σ_worlds w · [q_N; v_N]` ([`loss_weights`]) differentiated with respect to the
+/// initial velocities; `between` runs after the forward pass and before the backward one
+/// ([`crate::batched::reverse::reverse_pass`]). `iteration_budget`: the soft solvers run
+/// exactly that many iterations per step ([`crate::batched::reverse::Program::new`]).
 ///
 /// # Errors
 /// The cpu engine ([`EngineError::Unsupported`]: no reverse mode through burn), an engine this
-/// build lacks ([`EngineError::NotBuilt`]), an unknown name.
+/// build lacks ([`EngineError::NotBuilt`]), an unknown name, bad or unbatched parameters.
+#[allow(clippy::too_many_arguments)]
 pub fn reverse_pass(
     name: &str,
-    params: &crate::penalty::PenaltyParams,
+    formulation: &str,
+    params: &serde_json::Value,
+    iteration_budget: Option<usize>,
     model: &Model,
     initial: &[State],
     controls: &[Vec<f64>],
@@ -464,11 +469,28 @@ pub fn reverse_pass(
 ) -> Result<ReversePass, EngineError> {
     #[cfg(feature = "burn")]
     {
-        crate::batched::reverse::reverse_pass(name, params, model, initial, controls, h, between)
+        if find(name)?.name == "cpu" {
+            return Err(EngineError::Unsupported {
+                engine: "cpu",
+                element: "the cpu engine has no reverse mode through burn".into(),
+            });
+        }
+        let program =
+            crate::batched::reverse::Program::new(formulation, params, model, iteration_budget)?;
+        crate::batched::reverse::reverse_pass(name, &program, model, initial, controls, h, between)
     }
     #[cfg(not(feature = "burn"))]
     {
-        let _ = (params, model, initial, controls, h, between);
+        let _ = (
+            formulation,
+            params,
+            iteration_budget,
+            model,
+            initial,
+            controls,
+            h,
+            between,
+        );
         let e = find(name)?;
         Err(if e.name == "cpu" {
             EngineError::Unsupported {

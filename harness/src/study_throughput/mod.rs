@@ -14,6 +14,9 @@
 //!   max_worlds:        # per pass, per engine: larger cells are `skipped` rows naming this key
 //!     forward: {cpu: 16384}
 //!   tape: {worlds: 64, horizons: [1, 4, 16, 64]}  # memory against the horizon (steps)
+//!   # and against the solver's iteration budget (soft solvers: a static program of exactly
+//!   # that many iterations per step; ncp_fb: its adjoint at newton_iterations = budget):
+//!   #   tape: {..., iteration_budgets: [8, 16, 32, 64], budget_horizon_steps: 4}
 //! scenes: [{name: box_drop}]
 //! formulations: [{name: penalty}, {name: ncp_fb}]
 //! sweep:
@@ -102,6 +105,19 @@ pub struct TapeSpec {
     /// Horizons in steps (each ≥ 1). Default 1, 4, 16, 64.
     #[serde(default = "default_tape_horizons")]
     pub horizons: Vec<usize>,
+    /// Solver iteration budgets (each ≥ 1): one tape cell per budget, at
+    /// `budget_horizon_steps`, in which a soft solver runs exactly that many iterations per
+    /// step (MJX's static program) and ncp_fb's adjoint gets `newton_iterations` = budget.
+    /// Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iteration_budgets: Vec<usize>,
+    /// Horizon (steps, ≥ 1) of the iteration-budget cells. Default 4.
+    #[serde(default = "default_budget_horizon")]
+    pub budget_horizon_steps: usize,
+}
+
+fn default_budget_horizon() -> usize {
+    4
 }
 
 fn default_passes() -> Vec<String> {
@@ -169,6 +185,8 @@ pub struct ThroughputCell {
     pub pass: Pass,
     /// Steps of one forward+backward iteration (forward_backward, tape); 0 for forward.
     pub horizon_steps: usize,
+    /// A tape cell's solver iteration budget (`tape.iteration_budgets`), else `None`.
+    pub iteration_budget: Option<usize>,
     /// The `max_worlds` entry this cell exceeds, as `max_worlds.<pass>.<engine> = n`.
     pub over_cap: Option<String>,
 }
@@ -306,6 +324,32 @@ pub fn plan(
                 ),
             ));
         }
+        if let Some(i) = t.iteration_budgets.iter().position(|&b| b == 0) {
+            return Err(err(
+                &format!("study.tape.iteration_budgets[{i}]"),
+                "an iteration budget is at least 1".into(),
+            ));
+        }
+        if let Some(i) = (1..t.iteration_budgets.len())
+            .find(|&i| t.iteration_budgets[..i].contains(&t.iteration_budgets[i]))
+        {
+            return Err(err(
+                &format!("study.tape.iteration_budgets[{i}]"),
+                format!(
+                    "budget {} is listed twice; each gives one tape cell",
+                    t.iteration_budgets[i]
+                ),
+            ));
+        }
+        if t.budget_horizon_steps == 0 || t.budget_horizon_steps as u64 > max_steps {
+            return Err(err(
+                "study.tape.budget_horizon_steps",
+                format!(
+                    "must be from 1 to the limit of {max_steps} steps per run; got {}",
+                    t.budget_horizon_steps
+                ),
+            ));
+        }
         if let Some(i) = (1..t.horizons.len()).find(|&i| t.horizons[..i].contains(&t.horizons[i])) {
             return Err(err(
                 &format!("study.tape.horizons[{i}]"),
@@ -342,6 +386,7 @@ pub fn plan(
                 grid: c.clone(),
                 pass,
                 horizon_steps,
+                iteration_budget: None,
                 over_cap,
             });
         }
@@ -372,6 +417,25 @@ pub fn plan(
                     grid: g,
                     pass: Pass::Tape,
                     horizon_steps: h,
+                    iteration_budget: None,
+                    over_cap,
+                });
+            }
+            for &b in &t.iteration_budgets {
+                let mut g = c.clone();
+                g.worlds = t.worlds;
+                let over_cap = cap(Pass::Tape, &g);
+                let h = t.budget_horizon_steps;
+                let id = hash_hex(&json!({
+                    "grid": c.id, "pass": "tape", "worlds": t.worlds, "horizon_steps": h,
+                    "iteration_budget": b, "over_cap": over_cap,
+                }));
+                cells.push(ThroughputCell {
+                    id,
+                    grid: g,
+                    pass: Pass::Tape,
+                    horizon_steps: h,
+                    iteration_budget: Some(b),
                     over_cap,
                 });
             }
@@ -415,6 +479,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("wall_time_s", Kind::F64, "wall time of the timed loop, the end-state (or gradient) readback included"),
     c("world_steps_per_s", Kind::F64, "forward: worlds x steps / wall_time_s"),
     c("world_iterations_per_s", Kind::F64, "forward_backward, tape: worlds x iterations / wall_time_s (one iteration: forward over horizon_steps and backward, per world)"),
+    c("iteration_budget", Kind::U64, "tape cells of study.tape.iteration_budgets: the solver iterations of every step (soft solvers: a static program of exactly that many; ncp_fb: newton_iterations); 0 elsewhere (the formulation's own iterations, stopping at convergence)"),
     c("forward_s", Kind::F64, "forward_backward, tape: wall time of the last iteration's forward pass (tape recording); NaN on the cpu engine, whose adjoint is timed as a whole"),
     c("backward_s", Kind::F64, "forward_backward, tape: wall time of the last iteration's backward pass and gradient readback; NaN on the cpu engine"),
     c("memory_bytes", Kind::F64, "the backend's peak memory of the cell: process heap peak above the cell's start on CPU backends (cpu, burn-ndarray; counting allocator), device bytes in use after the timed loop on GPU backends (CubeCL client); NaN where not measurable"),

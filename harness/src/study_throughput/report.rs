@@ -172,8 +172,39 @@ pub fn render(
     s += &worlds_table(rows, "forward_backward", "tape_bytes", bytes);
     let tape: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.str("pass") == "tape" && matches!(r.str("status"), "ok" | "diverged"))
+        .filter(|r| {
+            r.str("pass") == "tape"
+                && r.u64("iteration_budget") == 0
+                && matches!(r.str("status"), "ok" | "diverged")
+        })
         .collect();
+    let budget: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            r.str("pass") == "tape"
+                && r.u64("iteration_budget") > 0
+                && matches!(r.str("status"), "ok" | "diverged")
+        })
+        .collect();
+    if !budget.is_empty() {
+        s += "\n## Tape against the solver's iteration budget\n\nThe soft solvers run exactly the budget's iterations in every step (converged worlds masked, MJX's static program), so reverse mode records every one; ncp_fb's adjoint (cpu) differentiates each converged step implicitly, whatever its Newton budget.\n\n| scene | formulation | engine | worlds | horizon (steps) | iteration budget | tape | tape per world-step | world-iterations/s | status |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        for r in &budget {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.scene_label(),
+                r.str("label"),
+                r.str("engine"),
+                r.u64("worlds"),
+                r.u64("horizon_steps"),
+                r.u64("iteration_budget"),
+                bytes(r.f64("tape_bytes")),
+                bytes(r.f64("tape_per_world_step_bytes")),
+                fmt(r.f64("world_iterations_per_s")),
+                r.str("status"),
+            );
+        }
+    }
     if !tape.is_empty() {
         s += "\n## Tape against the horizon\n\n| scene | formulation | engine | worlds | horizon (steps) | tape | tape per world-step | peak memory | status |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &tape {
@@ -323,7 +354,29 @@ pub fn draw(dir: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
                 &m,
             )?);
         }
-        let tape = of(&["tape"]);
+        let (tape, budget): (Vec<&Row>, Vec<&Row>) = of(&["tape"])
+            .into_iter()
+            .partition(|r| r.u64("iteration_budget") == 0);
+        let b = lines(&budget, "iteration_budget", "tape_bytes", |r| {
+            format!(
+                "{} {} ({} worlds, {} steps)",
+                r.str("label"),
+                r.str("engine"),
+                r.u64("worlds"),
+                r.u64("horizon_steps")
+            )
+        });
+        if !b.is_empty() {
+            written.extend(draw_lines(
+                dir,
+                &format!("memory_vs_iteration_budget__{part}"),
+                &format!("{scene}: reverse-mode tape against the solver's iteration budget"),
+                "iterations per step",
+                "tape bytes",
+                true,
+                &b,
+            )?);
+        }
         let h = lines(&tape, "horizon_steps", "tape_bytes", |r| {
             format!(
                 "{} {} ({} worlds)",

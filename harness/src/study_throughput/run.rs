@@ -162,6 +162,10 @@ fn identity(plan: &ThroughputPlan, cell: &ThroughputCell, threads: usize) -> Row
     r.set_u64("threads", threads as u64);
     r.set_str("pass", cell.pass.name());
     r.set_u64("horizon_steps", cell.horizon_steps as u64);
+    r.set_u64(
+        "iteration_budget",
+        cell.iteration_budget.unwrap_or(0) as u64,
+    );
     r
 }
 
@@ -342,18 +346,16 @@ fn reverse(
     let live = || crate::heap::process_live();
     let one = |tape: &mut Option<f64>| -> Result<(f64, f64, usize, usize), CellError> {
         if g.engine == "cpu" {
-            return cpu_adjoint(catalog, scene, g, n, h, tape);
+            return cpu_adjoint(catalog, scene, g, n, h, cell.iteration_budget, tape);
         }
-        let params = contactlab_solvers::formulation::parse_params::<
-            contactlab_solvers::penalty::PenaltyParams,
-        >("penalty", &g.formulation_params)
-        .map_err(|e| CellError::Failed(e.to_string()))?;
         let initial = vec![scene.initial.clone(); worlds];
         let start = live();
         let mut after = None;
         let r = contactlab_solvers::engine::reverse_pass(
             &g.engine,
-            &params,
+            &g.formulation,
+            &g.formulation_params,
+            cell.iteration_budget,
             &scene.model,
             &initial,
             &controls,
@@ -439,9 +441,17 @@ fn cpu_adjoint(
     g: &crate::sweep::Cell,
     n: usize,
     h: f64,
+    iteration_budget: Option<usize>,
     tape: &mut Option<f64>,
 ) -> Result<(f64, f64, usize, usize), CellError> {
     cpu_reverse_available(&g.formulation)?;
+    // An iteration budget is ncp_fb's Newton budget per solve.
+    let mut params = g.formulation_params.clone();
+    if let Some(b) = iteration_budget {
+        if let Some(o) = params.as_object_mut() {
+            o.insert("newton_iterations".into(), serde_json::json!(b));
+        }
+    }
     let m = &scene.model;
     let w = contactlab_solvers::engine::loss_weights(m.nq + m.nv);
     let loss = Loss::linear(
@@ -451,10 +461,10 @@ fn cpu_adjoint(
     );
     let inputs = (0..m.nv).map(Input::Qvel).collect();
     let problem = Problem::from_scene("throughput", scene, n, h, loss, inputs);
-    let build = || catalog.build_formulation(&g.formulation, &g.formulation_params);
+    let build = || catalog.build_formulation(&g.formulation, &params);
     let f = FormulationRef {
         name: &g.formulation,
-        params: &g.formulation_params,
+        params: &params,
         build: &build,
     };
     // One world's gradient runs on one thread: its tape is that thread's heap peak. The

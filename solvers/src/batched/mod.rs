@@ -1,12 +1,14 @@
-//! The batched engine on burn (issue 15, part 1): many worlds of one model as tensors, generic
+//! The batched engine on burn (issues 15 and 16): many worlds of one model as tensors, generic
 //! over burn's backend, so that one code path runs on CPU (ndarray, f64) in tests and on GPUs
 //! (wgpu, CUDA, f32) for throughput, and burn's autodiff gives reverse-mode gradients through
 //! whole rollouts (DESIGN.md, "Two engines, one set of definitions").
 //!
-//! Scope: the `penalty` formulation on the class [`crate::engine::batched_support`] admits
-//! (free bodies and hinge/slide chains; a plane against spheres, capsules and boxes; no
-//! equality constraints). Each step is the cpu penalty's arithmetic written per world with
-//! constants folded ([`scalar`]); [`penalty::step`] is a pure function of tensors.
+//! Scope: the `penalty`, `soft_convex` and `signorini` formulations on the class
+//! [`crate::engine::batched_support`] admits (free bodies and hinge/slide chains; a plane
+//! against spheres, capsules and boxes, a sphere against a box; no equality constraints). Each
+//! step is the cpu formulation's arithmetic written per world with constants folded
+//! ([`scalar`]); [`penalty::step`] and [`soft::step`] are pure functions of tensors, the soft
+//! solvers' iterations masked per world ([`soft::solver`]).
 //!
 //! Pieces: [`scalar`] (per-world scalars and masks), [`spatial`] (3-vectors, quaternions,
 //! spatial vectors), [`kinematics`], [`dynamics`], [`collision`] and [`plane_box`] (a box's
@@ -442,44 +444,10 @@ pub fn stepper(
     initial: &State,
     worlds: usize,
 ) -> Result<Box<dyn Stepper>, EngineError> {
-    let unsupported = |element: String| EngineError::Unsupported {
-        engine: "burn",
-        element,
-    };
     if formulation == "penalty" {
         return penalty_stepper(name, params, model, initial, worlds);
     }
-    let (batch, reference) = match formulation {
-        "soft_convex" => {
-            let p: crate::soft_convex::SoftConvexParams =
-                crate::formulation::parse_params("soft_convex", params)
-                    .map_err(|e| unsupported(e.to_string()))?;
-            let f = crate::soft_convex::SoftConvex::new(p.clone())
-                .map_err(|e| unsupported(e.to_string()))?;
-            let b = soft::SoftBatch::new(model, &p, false)
-                .map_err(|e| unsupported(format!("soft_convex: {e}")))?;
-            (b, Box::new(f) as Box<dyn Formulation>)
-        }
-        "signorini" => {
-            let p: crate::signorini::SignoriniParams =
-                crate::formulation::parse_params("signorini", params)
-                    .map_err(|e| unsupported(e.to_string()))?;
-            let f = crate::signorini::Signorini::new(p).map_err(|e| unsupported(e.to_string()))?;
-            if f.latch() {
-                return Err(unsupported(
-                    "signorini: latch (Genesis PR #3381's per-contact latch) is not batched; run on the cpu engine".into(),
-                ));
-            }
-            let b = soft::SoftBatch::new(model, f.inner_params(), true)
-                .map_err(|e| unsupported(format!("signorini: {e}")))?;
-            (b, Box::new(f) as Box<dyn Formulation>)
-        }
-        other => {
-            return Err(unsupported(format!(
-                "formulation '{other}' is not batched (penalty, soft_convex and signorini are)"
-            )))
-        }
-    };
+    let (batch, reference) = soft_batch(formulation, params, model)?;
     match name {
         "burn-ndarray" => Ok(Box::new(
             soft::BatchedSoft::<NdArrayF64>::new(
@@ -512,6 +480,56 @@ pub fn stepper(
         ))),
         other => Err(crate::engine::find(other)?.not_built()),
     }
+}
+
+/// The batched soft_convex or signorini of `formulation` with parameters `params` (JSON)
+/// compiled for `model`, with the cpu formulation of the same parameters (for its list of
+/// ignored features).
+///
+/// # Errors
+/// Bad parameters, a parameter the batched soft solvers do not implement (an implicit
+/// integrator, the physical contact mapping, signorini's latch), or another formulation, as
+/// [`EngineError::Unsupported`] naming it.
+pub fn soft_batch(
+    formulation: &str,
+    params: &serde_json::Value,
+    model: &Model,
+) -> Result<(soft::SoftBatch, Box<dyn Formulation>), EngineError> {
+    let unsupported = |element: String| EngineError::Unsupported {
+        engine: "burn",
+        element,
+    };
+    Ok(match formulation {
+        "soft_convex" => {
+            let p: crate::soft_convex::SoftConvexParams =
+                crate::formulation::parse_params("soft_convex", params)
+                    .map_err(|e| unsupported(e.to_string()))?;
+            let f = crate::soft_convex::SoftConvex::new(p.clone())
+                .map_err(|e| unsupported(e.to_string()))?;
+            let b = soft::SoftBatch::new(model, &p, false)
+                .map_err(|e| unsupported(format!("soft_convex: {e}")))?;
+            (b, Box::new(f) as Box<dyn Formulation>)
+        }
+        "signorini" => {
+            let p: crate::signorini::SignoriniParams =
+                crate::formulation::parse_params("signorini", params)
+                    .map_err(|e| unsupported(e.to_string()))?;
+            let f = crate::signorini::Signorini::new(p).map_err(|e| unsupported(e.to_string()))?;
+            if f.latch() {
+                return Err(unsupported(
+                    "signorini: latch (Genesis PR #3381's per-contact latch) is not batched; run on the cpu engine".into(),
+                ));
+            }
+            let b = soft::SoftBatch::new(model, f.inner_params(), true)
+                .map_err(|e| unsupported(format!("signorini: {e}")))?;
+            (b, Box::new(f) as Box<dyn Formulation>)
+        }
+        other => {
+            return Err(unsupported(format!(
+                "formulation '{other}' is not batched (penalty, soft_convex and signorini are)"
+            )))
+        }
+    })
 }
 
 /// The batched penalty's stepper of engine `name` for the penalty parameters `params` (JSON).

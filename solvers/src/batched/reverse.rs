@@ -1,8 +1,14 @@
-//! Reverse mode through whole rollouts of the batched penalty, for measuring its cost: one
-//! forward pass of `N` steps on burn's `Autodiff` backend (the tape: every operation's saved
-//! inputs), then one backward pass to the initial velocities, as the throughput study's
-//! "forward plus backward" iteration (the Ostrich paper's world-iteration: one forward and one
-//! backward pass over the horizon per world).
+//! Reverse mode through whole rollouts of a batched formulation (penalty, soft_convex,
+//! signorini), for measuring its cost: one forward pass of `N` steps on burn's `Autodiff`
+//! backend (the tape: every operation's saved inputs, for the soft solvers every solver and
+//! line-search iteration), then one backward pass to the initial velocities, as the throughput
+//! study's "forward plus backward" iteration (the Ostrich paper's world-iteration: one forward
+//! and one backward pass over the horizon per world).
+//!
+//! With an iteration budget ([`Program::new`]), a soft solver runs exactly that many Newton (or
+//! CG) iterations in every step, converged worlds masked (MJX's static program): the tape then
+//! holds every iteration of the budget, which is what the tape-against-budget measurement
+//! shows.
 //!
 //! The loss is fixed and generic: `L = Σ_worlds w · [q_N; v_N]` with [`loss_weights`]; the
 //! gradient is `∂L/∂v₀` of every world (its value is not the point here: the gradient study
@@ -17,12 +23,99 @@ use burn_tensor::backend::AutodiffBackend;
 use burn_tensor::Tensor;
 use rayon::prelude::*;
 
+use burn_tensor::backend::Backend;
+
 use super::penalty::{step, Batch};
 use super::scalar::S;
+use super::soft::SoftBatch;
 use super::{cpu_shards, upload_states};
 use crate::engine::{loss_weights, EngineError, ReversePass};
 use crate::model::{Model, State};
 use crate::penalty::PenaltyParams;
+
+/// What a reverse pass rolls out: a formulation's batched step, compiled.
+#[derive(Debug, Clone)]
+pub enum Program {
+    /// The batched penalty with its parameters.
+    Penalty(PenaltyParams),
+    /// The batched soft_convex or signorini.
+    Soft(SoftBatch),
+}
+
+impl Program {
+    /// Compile `formulation` with `params` (JSON) for `model`. `iteration_budget`: for the soft
+    /// solvers, run exactly that many iterations per step (a static program; module doc);
+    /// `None` keeps the formulation's own `iterations` and stops when every world has.
+    ///
+    /// # Errors
+    /// Bad parameters, a formulation that is not batched, or a budget given to the penalty
+    /// (it has no solver iterations), as [`EngineError::Unsupported`] naming them.
+    pub fn new(
+        formulation: &str,
+        params: &serde_json::Value,
+        model: &Model,
+        iteration_budget: Option<usize>,
+    ) -> Result<Self, EngineError> {
+        let unsupported = |element: String| EngineError::Unsupported {
+            engine: "burn",
+            element,
+        };
+        if formulation == "penalty" {
+            if iteration_budget.is_some() {
+                return Err(unsupported(
+                    "penalty has no solver iterations: an iteration budget does not apply".into(),
+                ));
+            }
+            let p: PenaltyParams = crate::formulation::parse_params("penalty", params)
+                .map_err(|e| unsupported(e.to_string()))?;
+            crate::penalty::Penalty::new(p.clone()).map_err(|e| unsupported(e.to_string()))?;
+            return Ok(Program::Penalty(p));
+        }
+        let (mut batch, _) = super::soft_batch(formulation, params, model)?;
+        if let Some(b) = iteration_budget {
+            batch.solver.iterations = b.max(1);
+            batch.solver.static_iterations = true;
+        }
+        Ok(Program::Soft(batch))
+    }
+
+    /// The rollout over `controls` (one row per step, the same in every world) from `(q, v)`
+    /// with timestep `h`: the final `(q, v)`.
+    fn rollout<B: Backend>(
+        &self,
+        q: Vec<S<B>>,
+        v: Vec<S<B>>,
+        controls: &[Vec<f64>],
+        h: f64,
+        skip_idle: bool,
+        model: &Model,
+    ) -> (Vec<S<B>>, Vec<S<B>>) {
+        let (mut q, mut v) = (q, v);
+        match self {
+            Program::Penalty(p) => {
+                let mut batch = Batch::<B>::new(model, p.clone());
+                batch.skip_idle_contacts = skip_idle;
+                for u in controls {
+                    let u: Vec<S<B>> = u.iter().map(|&x| S::C(x)).collect();
+                    let out = step(&batch, &q, &v, &u, h);
+                    q = out.q;
+                    v = out.v;
+                }
+            }
+            Program::Soft(batch) => {
+                let mut warm: Option<Vec<S<B>>> = None;
+                for u in controls {
+                    let u: Vec<S<B>> = u.iter().map(|&x| S::C(x)).collect();
+                    let out = super::soft::step(batch, &q, &v, &u, warm.as_deref(), h);
+                    q = out.q;
+                    v = out.v;
+                    warm = Some(out.qacc);
+                }
+            }
+        }
+        (q, v)
+    }
+}
 
 /// One forward-plus-backward pass of engine `name` over `controls.len()` steps of `h` (s) from
 /// `initial` (one state per world), the controls of step k `controls[k]` (nu, the same for
@@ -33,7 +126,7 @@ use crate::penalty::PenaltyParams;
 /// An engine this build lacks ([`EngineError::NotBuilt`]) or one that is not batched.
 pub fn reverse_pass(
     name: &str,
-    params: &PenaltyParams,
+    program: &Program,
     model: &Model,
     initial: &[State],
     controls: &[Vec<f64>],
@@ -46,7 +139,7 @@ pub fn reverse_pass(
             &Default::default(),
             cpu_shards(worlds),
             name,
-            params,
+            program,
             model,
             initial,
             controls,
@@ -58,7 +151,7 @@ pub fn reverse_pass(
             &Default::default(),
             1,
             name,
-            params,
+            program,
             model,
             initial,
             controls,
@@ -70,7 +163,7 @@ pub fn reverse_pass(
             &Default::default(),
             1,
             name,
-            params,
+            program,
             model,
             initial,
             controls,
@@ -99,7 +192,7 @@ fn pass<B: AutodiffBackend>(
     device: &B::Device,
     shards: usize,
     name: &str,
-    params: &PenaltyParams,
+    program: &Program,
     model: &Model,
     initial: &[State],
     controls: &[Vec<f64>],
@@ -116,9 +209,8 @@ fn pass<B: AutodiffBackend>(
         ranges.push(start..start + len);
         start += len;
     }
-    let mut batch = Batch::<B>::new(model, params.clone());
     // A CPU backend reads back cheaply (burn-ndarray; the GPU backends run one shard).
-    batch.skip_idle_contacts = shards > 1 || name == "burn-ndarray";
+    let skip_idle = shards > 1 || name == "burn-ndarray";
     let w = loss_weights(model.nq + model.nv);
     let before = super::device_memory(name);
     let t0 = Instant::now();
@@ -128,14 +220,8 @@ fn pass<B: AutodiffBackend>(
             .into_iter()
             .map(|s| s.tensor(r.len(), device).require_grad())
             .collect();
-        let mut q = q;
-        let mut v: Vec<S<B>> = leaves.iter().map(|t| S::T(t.clone())).collect();
-        for u in controls {
-            let u: Vec<S<B>> = u.iter().map(|&x| S::C(x)).collect();
-            let out = step(&batch, &q, &v, &u, h);
-            q = out.q;
-            v = out.v;
-        }
+        let v: Vec<S<B>> = leaves.iter().map(|t| S::T(t.clone())).collect();
+        let (q, v) = program.rollout(q, v, controls, h, skip_idle, model);
         let mut loss = S::C(0.0);
         for (x, w) in q.iter().chain(v.iter()).zip(&w) {
             loss = loss + x * *w;

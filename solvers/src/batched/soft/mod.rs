@@ -109,6 +109,7 @@ impl SoftBatch {
                 ls_iterations: r.ls_iterations,
                 ls_tolerance: r.ls_tolerance,
                 early_exit: true,
+                static_iterations: false,
             },
             signorini,
         })

@@ -37,6 +37,9 @@ pub struct Settings {
     pub ls_tolerance: f64,
     /// Stop a loop when no world is still in it (a readback per loop turn).
     pub early_exit: bool,
+    /// Run every one of the `iterations` (converged worlds masked) even when `early_exit`
+    /// stops the line searches: the static program whose tape grows with the budget.
+    pub static_iterations: bool,
 }
 
 /// One step's problem, per world.
@@ -265,8 +268,9 @@ pub fn solve<B: Backend>(
     let mut active = converged.not();
     let mut search: Vec<S<B>> = mgrad.iter().map(|x| -x).collect();
     let mut iterations = S::zero();
+    let exit = s.early_exit && !s.static_iterations;
     for _ in 0..s.iterations {
-        if s.early_exit && !active.any_true() {
+        if exit && !active.any_true() {
             break;
         }
         let snorm = dot(&search, &search).sqrt();
@@ -285,7 +289,7 @@ pub fn solve<B: Backend>(
         let gtol = &(&snorm * (s.tolerance * s.ls_tolerance)) / &p.scale;
         let alpha = line_search(&line, &gtol, s.ls_iterations, &active, s.early_exit);
         active = active.and(&alpha.eq_c(0.0).not());
-        if s.early_exit && !active.any_true() {
+        if exit && !active.any_true() {
             break;
         }
         let old_cost = it.cost.clone();
