@@ -85,62 +85,35 @@ pub fn gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<Gr
         }
     }
     let mut batch = Batch::<Ad>::new(&model, params.clone());
-    let mut q: Vec<S<Ad>> = problem.initial.q.iter().map(|&x| S::T(tensor(x))).collect();
-    let mut v: Vec<S<Ad>> = problem.initial.v.iter().map(|&x| S::T(tensor(x))).collect();
-    let nu = model.actuators.len();
-    let mut controls: Vec<Vec<S<Ad>>> = (0..problem.steps)
-        .map(|k| {
-            let mut u = vec![0.0; nu];
-            super::control_into(&problem.controls, k, &mut u);
-            u.into_iter().map(S::C).collect()
-        })
-        .collect();
-    let mut leaves: Vec<Option<Tensor<Ad, 1>>> = vec![None; problem.inputs.len()];
-    for (i, input) in problem.inputs.iter().enumerate() {
-        // An input named twice (`ctrl[0][0]` and `ctrl[mid][0]` of a one-step horizon) is one
-        // leaf: each entry is the whole derivative, as each central difference is.
-        if let Some(j) =
-            (0..i).find(|&j| problem.inputs[j] == *input && !matches!(input, Input::Param(_)))
-        {
-            leaves[i] = leaves[j].clone();
-            continue;
-        }
-        let value = problem.input_value(i);
-        let leaf = tensor(value).require_grad();
-        match input {
-            Input::Qpos(k) => q[*k] = S::T(leaf.clone()),
-            Input::Qvel(k) => v[*k] = S::T(leaf.clone()),
-            Input::Control { step, actuator } => {
-                if let Some(u) = controls.get_mut(*step).and_then(|u| u.get_mut(*actuator)) {
-                    *u = S::T(leaf.clone());
-                }
-            }
-            Input::Param(p) => {
-                let theta = p.get(&model);
-                let delta = 1e-3 * theta.abs().max(1.0);
-                let at = |x: f64| {
-                    let mut m = model.clone();
-                    p.set(&mut m, x);
-                    Batch::<NdArrayF64>::new(&m, params.clone()).coef
-                };
-                let (plus, minus) = (at(theta + delta), at(theta - delta));
-                let offset = S::T(leaf.clone()) - theta;
-                for ((c, cp), cm) in batch.coef.iter_mut().zip(&plus).zip(&minus) {
-                    let slopes = constants(cp)
-                        .iter()
-                        .zip(constants(cm))
-                        .map(|(a, b)| (a - b) / (2.0 * delta))
-                        .collect::<Vec<_>>();
-                    for (field, slope) in fields(c).into_iter().zip(slopes) {
-                        if slope != 0.0 {
-                            *field = &*field + &(&offset * slope);
-                        }
-                    }
+    let Rollout {
+        mut q,
+        mut v,
+        controls,
+        leaves,
+    } = leaves(problem, |p, leaf| {
+        let theta = p.get(&model);
+        let delta = 1e-3 * theta.abs().max(1.0);
+        let at = |x: f64| {
+            let mut m = model.clone();
+            p.set(&mut m, x);
+            Batch::<NdArrayF64>::new(&m, params.clone()).coef
+        };
+        let (plus, minus) = (at(theta + delta), at(theta - delta));
+        let offset = S::T(leaf.clone()) - theta;
+        for ((c, cp), cm) in batch.coef.iter_mut().zip(&plus).zip(&minus) {
+            let slopes = constants(cp)
+                .iter()
+                .zip(constants(cm))
+                .map(|(a, b)| (a - b) / (2.0 * delta))
+                .collect::<Vec<_>>();
+            for (field, slope) in fields(c).into_iter().zip(slopes) {
+                if slope != 0.0 {
+                    *field = &*field + &(&offset * slope);
                 }
             }
         }
-        leaves[i] = Some(leaf);
-    }
+        Ok(())
+    })?;
     for u in &controls {
         let out = step(&batch, &q, &v, u, problem.h);
         q = out.q;
@@ -185,40 +158,16 @@ fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<G
         other => return Err(format!("autodiff: formulation '{other}' is not batched")),
     };
     let batch = SoftBatch::new(&problem.model, &params, signorini)?;
-    let mut q: Vec<S<Ad>> = problem.initial.q.iter().map(|&x| S::T(tensor(x))).collect();
-    let mut v: Vec<S<Ad>> = problem.initial.v.iter().map(|&x| S::T(tensor(x))).collect();
-    let nu = problem.model.actuators.len();
-    let mut controls: Vec<Vec<S<Ad>>> = (0..problem.steps)
-        .map(|k| {
-            let mut u = vec![0.0; nu];
-            super::control_into(&problem.controls, k, &mut u);
-            u.into_iter().map(S::C).collect()
-        })
-        .collect();
-    let mut leaves: Vec<Option<Tensor<Ad, 1>>> = vec![None; problem.inputs.len()];
-    for (i, input) in problem.inputs.iter().enumerate() {
-        if let Some(j) = (0..i).find(|&j| problem.inputs[j] == *input) {
-            leaves[i] = leaves[j].clone();
-            continue;
-        }
-        let leaf = tensor(problem.input_value(i)).require_grad();
-        match input {
-            Input::Qpos(k) => q[*k] = S::T(leaf.clone()),
-            Input::Qvel(k) => v[*k] = S::T(leaf.clone()),
-            Input::Control { step, actuator } => {
-                if let Some(u) = controls.get_mut(*step).and_then(|u| u.get_mut(*actuator)) {
-                    *u = S::T(leaf.clone());
-                }
-            }
-            Input::Param(_) => {
-                return Err(format!(
-                    "autodiff: input '{}' is a constant of the batched {name} model",
-                    input.name()
-                ))
-            }
-        }
-        leaves[i] = Some(leaf);
-    }
+    let Rollout {
+        mut q,
+        mut v,
+        controls,
+        leaves,
+    } = leaves(problem, |_, _| {
+        Err(format!(
+            "autodiff: a model parameter is a constant of the batched {name} model"
+        ))
+    })?;
     let mut warm: Option<Vec<S<Ad>>> = None;
     let mut unconverged = 0;
     for u in &controls {
@@ -239,6 +188,60 @@ fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<G
     )?;
     g.unconverged = unconverged;
     Ok(g)
+}
+
+/// The leaves and initial tensors of a rollout: positions, velocities and controls as
+/// per-world scalars, each input a leaf of the tape (an input named twice, `ctrl[0][0]` and
+/// `ctrl[mid][0]` of a one-step horizon, is one leaf: each entry is the whole derivative, as
+/// each central difference is); `param` attaches a model-parameter leaf.
+struct Rollout {
+    q: Vec<S<Ad>>,
+    v: Vec<S<Ad>>,
+    controls: Vec<Vec<S<Ad>>>,
+    leaves: Vec<Option<Tensor<Ad, 1>>>,
+}
+
+fn leaves(
+    problem: &Problem,
+    mut param: impl FnMut(&super::ModelParam, &Tensor<Ad, 1>) -> Result<(), String>,
+) -> Result<Rollout, String> {
+    let mut q: Vec<S<Ad>> = problem.initial.q.iter().map(|&x| S::T(tensor(x))).collect();
+    let mut v: Vec<S<Ad>> = problem.initial.v.iter().map(|&x| S::T(tensor(x))).collect();
+    let nu = problem.model.actuators.len();
+    let mut controls: Vec<Vec<S<Ad>>> = (0..problem.steps)
+        .map(|k| {
+            let mut u = vec![0.0; nu];
+            super::control_into(&problem.controls, k, &mut u);
+            u.into_iter().map(S::C).collect()
+        })
+        .collect();
+    let mut leaves: Vec<Option<Tensor<Ad, 1>>> = vec![None; problem.inputs.len()];
+    for (i, input) in problem.inputs.iter().enumerate() {
+        if let Some(j) =
+            (0..i).find(|&j| problem.inputs[j] == *input && !matches!(input, Input::Param(_)))
+        {
+            leaves[i] = leaves[j].clone();
+            continue;
+        }
+        let leaf = tensor(problem.input_value(i)).require_grad();
+        match input {
+            Input::Qpos(k) => q[*k] = S::T(leaf.clone()),
+            Input::Qvel(k) => v[*k] = S::T(leaf.clone()),
+            Input::Control { step, actuator } => {
+                if let Some(u) = controls.get_mut(*step).and_then(|u| u.get_mut(*actuator)) {
+                    *u = S::T(leaf.clone());
+                }
+            }
+            Input::Param(p) => param(p, &leaf)?,
+        }
+        leaves[i] = Some(leaf);
+    }
+    Ok(Rollout {
+        q,
+        v,
+        controls,
+        leaves,
+    })
 }
 
 /// Seed the backward pass with the loss's state gradient at the rollout's final state `(q, v)`

@@ -132,6 +132,29 @@ pub fn bias<B: Backend>(
     tau
 }
 
+/// The smooth part of a step at `(q, v)` with controls `u`: placements, spatial inertias and
+/// `passive + actuation − bias` `(nv)` (MuJoCo's `qfrc_smooth` less constraint forces; gravity
+/// left out of the bias when the model disables it), as the cpu engine's `smooth_forces`.
+pub fn smooth<B: Backend>(
+    model: &Model,
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+) -> (super::kinematics::Kin<B>, Vec<M6<B>>, Vec<S<B>>) {
+    let k = super::kinematics::forward(model, q);
+    let (cvel, cdof_dot) = velocities(model, &k, v);
+    let gravity = if model.options.disable.gravity {
+        Vec3::zeros()
+    } else {
+        model.options.gravity
+    };
+    let inertia = spatial_inertias(model, &k);
+    let c = bias(model, &k, &inertia, v, &cvel, &cdof_dot, &gravity);
+    let pa = super::penalty::passive_and_actuation(model, q, v, u);
+    let f = pa.iter().zip(&c).map(|(p, c)| p - c).collect();
+    (k, inertia, f)
+}
+
 /// Velocity (m/s, world) of the point `p` (world) fixed to a body moving at `cvel`.
 pub fn point_velocity<B: Backend>(cvel: &Sv<B>, p: &V3<B>) -> V3<B> {
     add3(&lin(cvel), &cross3(&ang(cvel), p))

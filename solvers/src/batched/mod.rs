@@ -133,7 +133,56 @@ pub fn device_memory(name: &str) -> Option<DeviceMemory> {
     }
 }
 
-fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
+/// The contiguous ranges `(start, len)` of `worlds` worlds split into `shards` shards of
+/// near-equal size (clamped to 1..=worlds), the longer ones first.
+pub(crate) fn shard_ranges(worlds: usize, shards: usize) -> Vec<(usize, usize)> {
+    let n = shards.clamp(1, worlds.max(1));
+    let (base, extra) = (worlds / n, worlds % n);
+    let mut start = 0;
+    (0..n)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            start += len;
+            (start - len, len)
+        })
+        .collect()
+}
+
+/// The states of one shard's `len` worlds (positions `q` `(nq)`, velocities `v` `(nv)`) at time
+/// `t`, read back to f64.
+pub(crate) fn shard_states<B: Backend>(q: &[S<B>], v: &[S<B>], len: usize, t: f64) -> Vec<State> {
+    let q: Vec<Vec<f64>> = q.iter().map(|s| download(s, len)).collect();
+    let v: Vec<Vec<f64>> = v.iter().map(|s| download(s, len)).collect();
+    (0..len)
+        .map(|i| State {
+            q: DVector::from_iterator(q.len(), q.iter().map(|c| c[i])),
+            v: DVector::from_iterator(v.len(), v.iter().map(|c| c[i])),
+            t,
+        })
+        .collect()
+}
+
+/// The controls of worlds `start..start + len` from the row-major `(worlds × nu)` `controls`,
+/// one per-world scalar per actuator (a constant where every world has the same value).
+pub(crate) fn shard_controls<B: Backend>(
+    controls: &[f64],
+    nu: usize,
+    (start, len): (usize, usize),
+    device: &B::Device,
+) -> Vec<S<B>> {
+    (0..nu)
+        .map(|a| {
+            let col: Vec<f64> = (start..start + len).map(|w| controls[w * nu + a]).collect();
+            if col.iter().all(|&x| x == col[0]) {
+                S::C(col[0])
+            } else {
+                S::T(upload(col, device))
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
     match m {
         M::C(b) => vec![*b; worlds],
         M::T(t) => t.to_data().iter::<bool>().collect(),
@@ -235,16 +284,11 @@ impl<B: Backend> BatchedPenalty<B> {
     }
 
     fn split(&mut self, shards: usize, states: &[State]) {
-        let n = shards.clamp(1, self.worlds);
-        let (base, extra) = (self.worlds / n, self.worlds % n);
-        let mut start = 0;
-        self.shards = (0..n)
-            .map(|i| {
-                let len = base + usize::from(i < extra);
+        self.shards = shard_ranges(self.worlds, shards)
+            .into_iter()
+            .map(|(start, len)| {
                 let (q, v) = upload_states::<B>(&states[start..start + len], &self.device);
-                let shard = Shard { start, len, q, v };
-                start += len;
-                shard
+                Shard { start, len, q, v }
             })
             .collect();
     }
@@ -356,18 +400,7 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
             .shards
             .par_iter()
             .map(|sh| {
-                let u: Vec<S<B>> = (0..nu)
-                    .map(|a| {
-                        let col: Vec<f64> = (sh.start..sh.start + sh.len)
-                            .map(|w| controls[w * nu + a])
-                            .collect();
-                        if col.iter().all(|&x| x == col[0]) {
-                            S::C(col[0])
-                        } else {
-                            S::T(upload(col, device))
-                        }
-                    })
-                    .collect();
+                let u = shard_controls::<B>(controls, nu, (sh.start, sh.len), device);
                 let coef = slice_coefficients(&batch.coef, sh.start, sh.len, worlds);
                 let out = penalty::step_with(batch, &coef, &sh.q, &sh.v, &u, h);
                 let records = want_contacts.then(|| this.records(sh, &coef, &out, h));
@@ -398,18 +431,10 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
     }
 
     fn read_states(&self) -> Vec<State> {
-        let mut out = Vec::with_capacity(self.worlds);
-        for sh in &self.shards {
-            let w = sh.len;
-            let q: Vec<Vec<f64>> = sh.q.iter().map(|s| download(s, w)).collect();
-            let v: Vec<Vec<f64>> = sh.v.iter().map(|s| download(s, w)).collect();
-            out.extend((0..w).map(|i| State {
-                q: DVector::from_iterator(q.len(), q.iter().map(|c| c[i])),
-                v: DVector::from_iterator(v.len(), v.iter().map(|c| c[i])),
-                t: self.t,
-            }));
-        }
-        out
+        self.shards
+            .iter()
+            .flat_map(|sh| shard_states(&sh.q, &sh.v, sh.len, self.t))
+            .collect()
     }
 
     fn write_states(&mut self, states: &[State]) {

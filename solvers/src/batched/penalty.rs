@@ -16,15 +16,14 @@ use burn_tensor::backend::Backend;
 
 use super::collision::{pair_candidates, Candidate};
 use super::dynamics::{
-    bias, cholesky_solve, integrate_positions, mass_matrix, point_velocity, spatial_inertias,
-    velocities,
+    cholesky_solve, integrate_positions, mass_matrix, point_velocity, smooth, velocities,
 };
-use super::kinematics::{forward, Kin};
+use super::kinematics::Kin;
 use super::scalar::{M, S};
 use super::spatial::{add3, ang, cross3, dot3, lin, scale3, sub3, zero3, V3};
 use crate::compiled::CompiledModel;
 use crate::kinematics::body_dofs;
-use crate::model::{ActuatorKind, JointKind, Model, Vec3};
+use crate::model::{ActuatorKind, JointKind, Model};
 use crate::penalty::law::FrictionLaw;
 use crate::penalty::PenaltyParams;
 
@@ -244,18 +243,9 @@ pub fn step_with<B: Backend>(
     h: f64,
 ) -> StepOut<B> {
     let model = &b.model;
-    let k = forward(model, q);
-    let (cvel, cdof_dot) = velocities(model, &k, v);
-    let gravity = if model.options.disable.gravity {
-        Vec3::zeros()
-    } else {
-        model.options.gravity
-    };
-    let inertia = spatial_inertias(model, &k);
-    let c = bias(model, &k, &inertia, v, &cvel, &cdof_dot, &gravity);
-    let pa = passive_and_actuation(model, q, v, u);
+    let (k, inertia, f_s) = smooth(model, q, v, u);
     let jf = joint_forces(model, &b.params, q, v);
-    let mut tau: Vec<S<B>> = (0..model.nv).map(|d| &(&pa[d] - &c[d]) + &jf[d]).collect();
+    let mut tau: Vec<S<B>> = f_s.iter().zip(&jf).map(|(f, j)| f + j).collect();
 
     let mut contacts = Vec::new();
     if !model.options.disable.contact {

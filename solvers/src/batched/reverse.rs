@@ -200,15 +200,11 @@ fn pass<B: AutodiffBackend>(
     between: &mut dyn FnMut(),
 ) -> ReversePass {
     let worlds = initial.len();
-    let n = shards.clamp(1, worlds.max(1));
-    let (base, extra) = (worlds / n, worlds % n);
-    let mut ranges = Vec::with_capacity(n);
-    let mut start = 0;
-    for i in 0..n {
-        let len = base + usize::from(i < extra);
-        ranges.push(start..start + len);
-        start += len;
-    }
+    let ranges: Vec<std::ops::Range<usize>> = super::shard_ranges(worlds, shards)
+        .into_iter()
+        .map(|(start, len)| start..start + len)
+        .collect();
+    let n = ranges.len();
     // A CPU backend reads back cheaply (burn-ndarray; the GPU backends run one shard).
     let skip_idle = shards > 1 || name == "burn-ndarray";
     let w = loss_weights(model.nq + model.nv);

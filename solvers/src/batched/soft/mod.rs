@@ -33,14 +33,11 @@ use burn_tensor::backend::Backend;
 
 use super::collision::{pair_candidates, Candidate};
 use super::dynamics::{
-    bias, cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix,
-    spatial_inertias, velocities,
+    cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix, smooth,
 };
-use super::kinematics::forward;
-use super::penalty::passive_and_actuation;
 use super::scalar::{M, S};
 use crate::compiled::CompiledModel;
-use crate::model::{Model, Vec3};
+use crate::model::Model;
 use crate::soft_convex::impedance::MINVAL;
 use crate::soft_convex::invweight::InvWeights;
 use cost::Kind;
@@ -176,17 +173,7 @@ pub fn step<B: Backend>(
 ) -> StepOut<B> {
     let model = &b.model;
     let nv = model.nv;
-    let k = forward(model, q);
-    let (cvel, cdof_dot) = velocities(model, &k, v);
-    let gravity = if model.options.disable.gravity {
-        Vec3::zeros()
-    } else {
-        model.options.gravity
-    };
-    let inertia = spatial_inertias(model, &k);
-    let c = bias(model, &k, &inertia, v, &cvel, &cdof_dot, &gravity);
-    let pa = passive_and_actuation(model, q, v, u);
-    let f_s: Vec<S<B>> = pa.iter().zip(&c).map(|(p, c)| p - c).collect();
+    let (k, inertia, f_s) = smooth(model, q, v, u);
     let mass = mass_matrix(model, &k, &inertia);
     let mass_l = cholesky_factor(&mass);
     let a0 = cholesky_apply(&mass_l, &f_s);

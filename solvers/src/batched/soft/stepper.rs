@@ -3,12 +3,14 @@
 //! [`crate::batched::BatchedPenalty`]).
 
 use burn_tensor::backend::Backend;
-use nalgebra::{DVector, Matrix3};
+use nalgebra::Matrix3;
 
 use super::rows::{frame_force, frame_velocity};
 use super::{step, SoftBatch, StepOut};
-use crate::batched::scalar::{M, S};
-use crate::batched::{download, upload, upload_states};
+use crate::batched::scalar::S;
+use crate::batched::{
+    download, download_mask, shard_controls, shard_ranges, shard_states, upload_states,
+};
 use crate::engine::Stepper;
 use crate::features::IgnoredFeature;
 use crate::formulation::{ContactRecord, Formulation, StepReport};
@@ -81,22 +83,17 @@ impl<B: Backend> BatchedSoft<B> {
     }
 
     fn split(&mut self, shards: usize, states: &[State]) {
-        let n = shards.clamp(1, self.worlds);
-        let (base, extra) = (self.worlds / n, self.worlds % n);
-        let mut start = 0;
-        self.shards = (0..n)
-            .map(|i| {
-                let len = base + usize::from(i < extra);
+        self.shards = shard_ranges(self.worlds, shards)
+            .into_iter()
+            .map(|(start, len)| {
                 let (q, v) = upload_states::<B>(&states[start..start + len], &self.device);
-                let shard = Shard {
+                Shard {
                     start,
                     len,
                     q,
                     v,
                     warm: None,
-                };
-                start += len;
-                shard
+                }
             })
             .collect();
     }
@@ -158,13 +155,6 @@ fn reports<B: Backend>(out: &StepOut<B>, w: usize, h: f64, contacts: bool) -> Ve
     reports
 }
 
-fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
-    match m {
-        M::C(b) => vec![*b; worlds],
-        M::T(t) => t.to_data().iter::<bool>().collect(),
-    }
-}
-
 impl<B: Backend> Stepper for BatchedSoft<B> {
     fn engine(&self) -> &'static str {
         self.engine
@@ -187,18 +177,7 @@ impl<B: Backend> Stepper for BatchedSoft<B> {
             .shards
             .par_iter()
             .map(|sh| {
-                let u: Vec<S<B>> = (0..nu)
-                    .map(|a| {
-                        let col: Vec<f64> = (sh.start..sh.start + sh.len)
-                            .map(|w| controls[w * nu + a])
-                            .collect();
-                        if col.iter().all(|&x| x == col[0]) {
-                            S::C(col[0])
-                        } else {
-                            S::T(upload(col, device))
-                        }
-                    })
-                    .collect();
+                let u = shard_controls::<B>(controls, nu, (sh.start, sh.len), device);
                 let out = step(batch, &sh.q, &sh.v, &u, sh.warm.as_deref(), h);
                 let reports = reports(&out, sh.len, h, want_contacts);
                 (out.q, out.v, out.qacc, reports)
@@ -222,18 +201,10 @@ impl<B: Backend> Stepper for BatchedSoft<B> {
     }
 
     fn read_states(&self) -> Vec<State> {
-        let mut out = Vec::with_capacity(self.worlds);
-        for sh in &self.shards {
-            let w = sh.len;
-            let q: Vec<Vec<f64>> = sh.q.iter().map(|s| download(s, w)).collect();
-            let v: Vec<Vec<f64>> = sh.v.iter().map(|s| download(s, w)).collect();
-            out.extend((0..w).map(|i| State {
-                q: DVector::from_iterator(q.len(), q.iter().map(|c| c[i])),
-                v: DVector::from_iterator(v.len(), v.iter().map(|c| c[i])),
-                t: self.t,
-            }));
-        }
-        out
+        self.shards
+            .iter()
+            .flat_map(|sh| shard_states(&sh.q, &sh.v, sh.len, self.t))
+            .collect()
     }
 
     /// Overwrite the states; warm starts are kept (as the cpu formulations keep theirs).
