@@ -115,8 +115,15 @@ fn cartpole_autodiff_matches_the_finite_difference_reference() {
 fn autodiff_names_what_it_lacks() {
     let scene = build("cartpole", &json!({})).unwrap();
     let p = problem(&scene, 1, &["qvel[0]"], 0);
+    let e = availability_for("autodiff", "ncp_fb", &p).unwrap_err();
+    assert!(e.contains("ncp_fb offers no autodiff"), "{e}");
+    // The soft model's parameters are host constants of its batched step.
+    let p = problem(&scene, 1, &["friction"], 0);
     let e = availability_for("autodiff", "soft_convex", &p).unwrap_err();
-    assert!(e.contains("soft_convex offers no autodiff"), "{e}");
+    assert!(
+        e.contains("'friction' is a constant of the batched soft_convex model"),
+        "{e}"
+    );
     let p = problem(&scene, 1, &["mass:pole"], 0);
     let e = availability_for("autodiff", "penalty", &p).unwrap_err();
     assert!(e.contains("'mass:2' is a constant"), "{e}");

@@ -94,7 +94,7 @@ fn cartpole_at_its_limit() {
 #[test]
 fn bouncing_sphere_across_activation_and_release() {
     // h = 2 ms: the contact activates inside step 5 and releases inside step 101.
-    let horizons: Vec<usize> = (1..=8).chain([50]).chain(100..=103).chain([120]).collect();
+    let horizons: Vec<usize> = vec![1, 4, 5, 6, 50, 101, 102, 120];
     sweep_and_check("sphere_bounce", "soft_convex", json!({}), &horizons);
     sweep_and_check("sphere_bounce", "signorini", json!({}), &horizons);
 }
