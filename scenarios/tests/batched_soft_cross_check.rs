@@ -254,29 +254,44 @@ fn wgpu_over_one_second(name: &str, scenes: &[(&str, Value, Value)]) -> Vec<f64>
         .collect()
 }
 
-/// soft_convex and signorini in f32 on `burn-wgpu` within 1e-4 m of the cpu engine over 1 s
-/// on cartpole (its limit) and sphere_roll (one rolling contact). Measured on lavapipe (2
-/// cores): soft_convex cartpole 5.9e-6 m (29 s), sphere_roll 1.4e-6 m (140 s).
-///
-/// signorini runs with tolerance 1e-6 on both engines: its exit test asks for both the scaled
-/// gradient and the Newton decrement below the tolerance (no improvement test), which f32
-/// arithmetic does not reach at the default 1e-8, so every step with a row would run the whole
-/// budget of 100 iterations (measured: cartpole 182 s against 29 s; each such step reports
-/// `converged: false`).
+/// soft_convex in f32 on `burn-wgpu` within 1e-4 m of the cpu engine over 1 s on cartpole (its
+/// limit) and sphere_roll (one rolling contact). Measured on lavapipe (2 cores): cartpole
+/// 5.9e-6 m (38 s), sphere_roll 1.4e-6 m (164 s).
 #[cfg(feature = "wgpu")]
 #[test]
 fn wgpu_f32_agrees_to_1e_4_m_over_one_second() {
-    for (name, params) in [
-        ("soft_convex", json!({})),
-        ("signorini", json!({"tolerance": 1e-6})),
-    ] {
-        let scenes = [
-            ("cartpole", json!({}), params.clone()),
-            ("sphere_roll", json!({}), params.clone()),
-        ];
-        for ((scene, ..), d) in scenes.iter().zip(wgpu_over_one_second(name, &scenes)) {
-            assert!(d <= 1e-4, "{name} {scene}: {d:e} on burn-wgpu");
-        }
+    let scenes = [
+        ("cartpole", json!({}), json!({})),
+        ("sphere_roll", json!({}), json!({})),
+    ];
+    for ((scene, ..), d) in scenes
+        .iter()
+        .zip(wgpu_over_one_second("soft_convex", &scenes))
+    {
+        assert!(d <= 1e-4, "soft_convex {scene}: {d:e} on burn-wgpu");
+    }
+}
+
+/// signorini in f32 on `burn-wgpu`, the same bound and scenes. Ignored in CI for its time:
+/// signorini's exit test asks for both the scaled gradient and the Newton decrement below the
+/// tolerance (no improvement test), which f32 arithmetic does not reach, so every step with a
+/// row runs most of its 100-iteration budget and reports `converged: false`. Measured on
+/// lavapipe: cartpole 5.9e-6 m in 182 s at tolerance 1e-8, 6.4e-6 m in 151 s at 1e-6
+/// (soft_convex: 38 s).
+#[cfg(feature = "wgpu")]
+#[test]
+#[ignore = "signorini in f32 runs its whole iteration budget: minutes per scene on lavapipe"]
+fn wgpu_f32_signorini_agrees_to_1e_4_m_over_one_second() {
+    let params = json!({"tolerance": 1e-6});
+    let scenes = [
+        ("cartpole", json!({}), params.clone()),
+        ("sphere_roll", json!({}), params.clone()),
+    ];
+    for ((scene, ..), d) in scenes
+        .iter()
+        .zip(wgpu_over_one_second("signorini", &scenes))
+    {
+        assert!(d <= 1e-4, "signorini {scene}: {d:e} on burn-wgpu");
     }
 }
 

@@ -5,8 +5,8 @@
 //! [`crate::collision::primitive_pairs::sphere_box`]: `mjc_SphereBox`; each with its order of
 //! operations).
 //!
-//! Conventions as [`crate::collision::Contact`]: the normal is the plane's +z, pointing from the
-//! plane (`geoms[0]`) into the other geom; `gap` is the signed distance (m, negative in
+//! Conventions as [`crate::collision::Contact`]: the normal points from `geoms[0]` into
+//! `geoms[1]` (a plane's +z; from a sphere into a box); `gap` is the signed distance (m, negative in
 //! penetration); `point` is midway between the surfaces (m, world).
 
 use burn_tensor::backend::Backend;
@@ -26,7 +26,7 @@ pub struct Candidate<B: Backend> {
     pub found: M<B>,
     /// Contact point (m, world).
     pub point: V3<B>,
-    /// Unit normal (world), from the plane into the other geom.
+    /// Unit normal (world), from the pair's first geom into its second.
     pub normal: V3<B>,
     /// Signed distance (m).
     pub gap: S<B>,

@@ -12,7 +12,7 @@
 use burn_tensor::backend::Backend;
 
 use super::kinematics::Kin;
-use super::scalar::S;
+use super::scalar::{M, S};
 use super::spatial::{
     add3, add6, ang, cross3, cross_force, cross_motion, dot3, dot6, lin, mat6_vec, scale6, sv, v3c,
     zero6, Sv, M3, M6, Q4, V3,
@@ -224,13 +224,21 @@ pub fn cholesky_solve<B: Backend>(m: &[Vec<S<B>>], r: &[S<B>]) -> Vec<S<B>> {
 /// The Cholesky factor L (lower triangle, `n × n`; the upper triangle is zero) of a symmetric
 /// positive definite `m`, reading its lower triangle, in nalgebra's order (`Cholesky::new`).
 pub fn cholesky_factor<B: Backend>(m: &[Vec<S<B>>]) -> Vec<Vec<S<B>>> {
+    cholesky_factor_checked(m).0
+}
+
+/// [`cholesky_factor`] with, per world, whether every pivot was positive (nalgebra's
+/// `cholesky()` returns `None` otherwise); where it was not, L holds NaN.
+pub fn cholesky_factor_checked<B: Backend>(m: &[Vec<S<B>>]) -> (Vec<Vec<S<B>>>, M<B>) {
     let n = m.len();
     let mut l = vec![vec![S::zero(); n]; n];
+    let mut ok = M::C(true);
     for j in 0..n {
         let mut d = m[j][j].clone();
         for k in 0..j {
             d = d - &l[j][k] * &l[j][k];
         }
+        ok = ok.and(&d.gt(&S::C(0.0)));
         let djj = d.sqrt();
         for i in j + 1..n {
             let mut s = m[i][j].clone();
@@ -241,7 +249,7 @@ pub fn cholesky_factor<B: Backend>(m: &[Vec<S<B>>]) -> Vec<Vec<S<B>>> {
         }
         l[j][j] = djj;
     }
-    l
+    (l, ok)
 }
 
 /// Solve `L Lᵀ x = r` with the factor from [`cholesky_factor`] (nalgebra's `Cholesky::solve`).

@@ -6,9 +6,10 @@
 //! and one backward pass over the horizon per world).
 //!
 //! With an iteration budget ([`Program::new`]), a soft solver runs exactly that many Newton (or
-//! CG) iterations in every step, converged worlds masked (MJX's static program): the tape then
-//! holds every iteration of the budget, which is what the tape-against-budget measurement
-//! shows.
+//! CG) iterations in every step (a budget of 0 counts as 1), converged worlds masked (MJX's
+//! static program): the tape then holds every iteration of the budget, which is what the
+//! tape-against-budget measurement shows. Each iteration's line search still ends when no world
+//! is left in it, so the tape does not hold the whole `ls_iterations` budget.
 //!
 //! The loss is fixed and generic: `L = Σ_worlds w · [q_N; v_N]` with [`loss_weights`]; the
 //! gradient is `∂L/∂v₀` of every world (its value is not the point here: the gradient study
@@ -60,6 +61,7 @@ impl Program {
             engine: "burn",
             element,
         };
+        crate::engine::batched_support(formulation, model).map_err(unsupported)?;
         if formulation == "penalty" {
             if iteration_budget.is_some() {
                 return Err(unsupported(

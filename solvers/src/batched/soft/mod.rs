@@ -20,7 +20,8 @@
 //!
 //! Worlds without any row take `a0` exactly, as the cpu engine skips the solve there. The
 //! `implicitfast` and `implicit` integrators, the physical contact mapping and the signorini
-//! latch are not batched: [`stepper`] refuses them with a message naming the parameter.
+//! latch are not batched: [`SoftBatch::new`] and [`crate::batched::soft_batch`] refuse them
+//! with a message naming the parameter.
 
 pub mod cost;
 pub mod rows;
@@ -222,10 +223,19 @@ pub fn step<B: Backend>(
             signorini: b.signorini,
         };
         let start = match warm {
-            Some(w) if b.warmstart && b.signorini => w.to_vec(),
             Some(w) if b.warmstart => {
-                let worse = problem.cost(w).gt(&problem.cost(&a0));
-                w.iter().zip(&a0).map(|(w, a)| worse.select(a, w)).collect()
+                // As the cpu engine: a warm start with a non-finite entry is not used
+                // (x − x is 0 exactly for finite x, NaN for ±∞ and NaN).
+                let finite = w
+                    .iter()
+                    .fold(M::C(true), |ok, x| ok.and(&(x - x).eq_c(0.0)));
+                // Genesis' signorini always starts from it; MuJoCo where it is cheaper than a0.
+                let take = if b.signorini {
+                    finite
+                } else {
+                    finite.and(&problem.cost(w).gt(&problem.cost(&a0)).not())
+                };
+                w.iter().zip(&a0).map(|(w, a)| take.select(w, a)).collect()
             }
             _ => a0.clone(),
         };

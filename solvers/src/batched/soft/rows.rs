@@ -2,7 +2,8 @@
 //! ([`crate::soft_convex::rows::assemble`]; spec §A1–§A4; `mj_makeConstraint`,
 //! `mj_makeImpedance`, `mj_referenceConstraint`), over the batched scene class: friction loss
 //! and limits of hinge and slide joints, and contacts of a plane with spheres, capsules and
-//! boxes (no equality constraints: [`crate::engine::batched_support`]).
+//! boxes and of a sphere with a box (no equality constraints:
+//! [`crate::engine::batched_support`]).
 //!
 //! The row *slots* are fixed when the model is compiled, in MuJoCo's order (friction loss,
 //! limits lower before upper, contacts in pair and candidate order); a slot's `active` mask says
@@ -79,7 +80,10 @@ pub struct Rows<B: Backend> {
 /// `mju_normalize3` per world: `v / ‖v‖` (as a product with the reciprocal), `(1, 0, 0)`
 /// where ‖v‖ < 1e-15.
 fn normalize3<B: Backend>(v: &V3<B>) -> V3<B> {
-    let norm = (&(&(&v[0] * &v[0]) + &(&v[1] * &v[1])) + &(&v[2] * &v[2])).sqrt();
+    // √ with a finite derivative at 0 (an upright capsule's axis hint is parallel to the
+    // normal, so the hint's orthogonal part is exactly zero).
+    let norm =
+        super::cost::safe_sqrt(&(&(&(&v[0] * &v[0]) + &(&v[1] * &v[1])) + &(&v[2] * &v[2]))).0;
     let small = norm.lt(&S::C(1e-15));
     let inv = S::C(1.0) / &small.select(&S::C(1.0), &norm);
     std::array::from_fn(|i| small.select(&S::C(if i == 0 { 1.0 } else { 0.0 }), &(&v[i] * &inv)))
@@ -165,7 +169,7 @@ struct Raw<B: Backend> {
 }
 
 /// Assemble the rows at placements `k`, velocities `v` `(nv)`, with the contact candidates
-/// `cands` (from [`crate::batched::collision::plane_pair`], in pair order).
+/// `cands` (from [`crate::batched::collision::pair_candidates`], in pair order).
 #[allow(clippy::too_many_arguments)]
 pub fn assemble<B: Backend>(
     model: &Model,
@@ -423,8 +427,9 @@ pub fn assemble<B: Backend>(
 }
 
 /// MuJoCo's island scale per world: `1 / Σ M_ii` over the dofs of the kinematic trees that an
-/// active row touches (a structurally non-zero Jacobian entry), as the cpu engine's
-/// `island_scale`.
+/// active row touches. The cpu engine's `island_scale` tests the Jacobian's columns numerically;
+/// this tests them structurally (an entry that is not the constant 0), which differs only where
+/// a row's every entry on a tree is exactly 0 in some world by coincidence.
 pub fn island_scale<B: Backend>(model: &Model, mass: &[Vec<S<B>>], rows: &[Row<B>]) -> S<B> {
     let root = |mut b: usize| {
         while model.bodies[b].parent != 0 {

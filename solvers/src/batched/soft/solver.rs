@@ -17,8 +17,8 @@
 
 use burn_tensor::backend::Backend;
 
-use super::cost::{evaluate, Eval, Kind, LineCost, LinePoint, Row};
-use crate::batched::dynamics::{cholesky_apply, cholesky_factor, dot_dynamic};
+use super::cost::{evaluate, safe_sqrt, Eval, Kind, LineCost, LinePoint, Row};
+use crate::batched::dynamics::{cholesky_apply, cholesky_factor_checked, dot_dynamic};
 use crate::batched::scalar::{M, S};
 use crate::soft_convex::impedance::MINVAL;
 
@@ -242,7 +242,16 @@ pub fn solve<B: Backend>(
     let minv = |g: &[S<B>]| cholesky_apply(p.mass_l, g);
     let precond = |it: &Iterate<B>| -> Vec<S<B>> {
         if newton {
-            cholesky_apply(&cholesky_factor(&p.hessian(it)), &it.grad)
+            // As the cpu solver: M⁻¹ g where the Hessian's Cholesky fails (a pivot ≤ 0 or NaN
+            // through round-off).
+            let h = p.hessian(it);
+            let (l, ok) = cholesky_factor_checked(&h);
+            let x = cholesky_apply(&l, &it.grad);
+            if matches!(ok, M::C(true)) {
+                x
+            } else {
+                sel_vec(&ok, &x, &minv(&it.grad))
+            }
         } else {
             minv(&it.grad)
         }
@@ -334,8 +343,10 @@ pub fn solve<B: Backend>(
             let hz = &(&dot(&y, &mgrad)
                 - &(&(&(&dot(&y, &my) / &sy_s) * 2.0) * &dot(&search, &it.grad)))
                 / &sy_s;
-            let gn = dot(&it.grad, &it.grad).sqrt();
-            let sn = dot(&search, &search).sqrt();
+            // Norms that carry derivatives: √ with a finite derivative at 0 (a world without
+            // rows can have an exactly zero gradient).
+            let gn = safe_sqrt(&dot(&it.grad, &it.grad)).0;
+            let sn = safe_sqrt(&dot(&search, &search)).0;
             let eta = S::C(-1.0) / &(&sn * &gn.min_c(0.01)).max_c(MINVAL);
             let beta = small.select(&S::zero(), &hz.max(&eta));
             mgrad
