@@ -48,16 +48,19 @@ pub enum Kind {
     Member,
 }
 
-/// One row slot, per world.
+/// One row slot, per world (MuJoCo's `efc_*` arrays, documentation "Computation > Constraint
+/// model"). Units follow the row: a translational contact row's velocity `J v` is m/s and its
+/// acceleration m/s², a rotational row's rad/s and rad/s².
 #[derive(Debug, Clone)]
 pub struct Row<B: Backend> {
-    /// Jacobian row `(nv)` (structural zeros are constants).
+    /// Jacobian row `(nv)`: `J v` is the row's velocity (structural zeros are constants). For a
+    /// contact normal, positive when the bodies separate (second geom minus first).
     pub jac: Vec<S<B>>,
-    /// D = 1/R.
+    /// D = 1/R: the row force per unit of (J a − aref) (kg for a translational row).
     pub d: S<B>,
-    /// Regularizer R.
+    /// Regularizer R = (1 − d)/d · diag_approx (spec §A3; 1/kg for a translational row).
     pub r: S<B>,
-    /// Reference acceleration.
+    /// Reference acceleration `aref = −B J v − K d (pos − margin)` (spec §A2; m/s² or rad/s²).
     pub aref: S<B>,
     /// Whether the row exists in each world.
     pub active: M<B>,
