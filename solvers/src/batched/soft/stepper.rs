@@ -70,13 +70,6 @@ impl<B: Backend> BatchedSoft<B> {
         self
     }
 
-    /// Run every solver and line-search loop to its budget (a static program, as MJX) instead
-    /// of stopping when no world is still iterating. The numbers are the same.
-    pub fn with_static_budget(mut self, on: bool) -> Self {
-        self.batch.solver.early_exit = !on;
-        self
-    }
-
     /// The compiled batch.
     pub fn batch(&self) -> &SoftBatch {
         &self.batch
