@@ -469,10 +469,16 @@ pub fn stepper(
     initial: &State,
     worlds: usize,
 ) -> Result<Box<dyn Stepper>, EngineError> {
+    // Refusals name the engine the cell asked for.
+    let engine = crate::engine::find(name)?.name;
+    let named = |e: EngineError| match e {
+        EngineError::Unsupported { element, .. } => EngineError::Unsupported { engine, element },
+        other => other,
+    };
     if formulation == "penalty" {
-        return penalty_stepper(name, params, model, initial, worlds);
+        return penalty_stepper(name, params, model, initial, worlds).map_err(named);
     }
-    let (batch, reference) = soft_batch(formulation, params, model)?;
+    let (batch, reference) = soft_batch(formulation, params, model).map_err(named)?;
     match name {
         "burn-ndarray" => Ok(Box::new(
             soft::BatchedSoft::<NdArrayF64>::new(

@@ -85,8 +85,8 @@ impl SoftBatch {
         let r = p.resolve(&model.options);
         if r.integrator != crate::model::Integrator::Euler {
             return Err(format!(
-                "integrator {:?}: the batched soft solvers integrate with semi-implicit Euler only (set integrator: euler, or run on the cpu engine)",
-                r.integrator
+                "integrator {}: the batched soft solvers integrate with semi-implicit Euler only (set integrator: euler, or run on the cpu engine)",
+                format!("{:?}", r.integrator).to_lowercase()
             ));
         }
         if p.physical_contact == Some(true) || p.ke.is_some() || p.kd.is_some() {
