@@ -272,8 +272,13 @@ impl EngineEntry {
 
 /// The scene class the batched engines run (issues 15 and 16): the `penalty`, `soft_convex`
 /// and `signorini` formulations on fixed-topology models of free bodies and hinge/slide chains
-/// whose colliding pairs are a plane against a sphere, capsule or box, or a sphere against a
-/// box, without equality constraints. `Err` names the first
+/// whose colliding pairs are a plane against a sphere, capsule, box or line-contact cylinder
+/// (the wheeled robot's wheels, [`crate::model::Geom::line_contact_as_point`]), a sphere
+/// against a box, or a wheel against a box, without equality constraints. Box–box and
+/// wheel–wheel pairs (the robot's chassis and an obstacle) are admitted without a collision
+/// rule: a world where they come within reach ends with that reason
+/// (`batched::collision::Outside`), as does one where a wheel leaves the closed forms.
+/// `Err` names the first
 /// formulation, joint, geom, pair or constraint outside it. Always compiled, so that a build
 /// without the burn features explains the same cells the same way.
 ///
@@ -310,13 +315,21 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
     }
     for (g0, g1) in crate::collision::broad_phase::filtered_pairs(model) {
         let (a, b) = (&model.geoms[g0], &model.geoms[g1]);
+        let wheel = |g: &crate::model::Geom| {
+            matches!(g.shape, GeomShape::Cylinder { .. }) && g.line_contact_as_point
+        };
         let ok = (matches!(a.shape, GeomShape::Plane)
-            && matches!(
+            && (matches!(
                 b.shape,
                 GeomShape::Sphere { .. } | GeomShape::Capsule { .. } | GeomShape::Box { .. }
-            ))
+            ) || wheel(b)))
             || (matches!(a.shape, GeomShape::Sphere { .. })
-                && matches!(b.shape, GeomShape::Box { .. }));
+                && matches!(b.shape, GeomShape::Box { .. }))
+            || (wheel(a) && matches!(b.shape, GeomShape::Box { .. }))
+            // Admitted without a collision rule: the worlds where they come within reach end
+            // with the reason (`batched::collision::Outside`).
+            || (matches!(a.shape, GeomShape::Box { .. }) && matches!(b.shape, GeomShape::Box { .. }))
+            || (wheel(a) && wheel(b));
         if !ok {
             let bad = if matches!(a.shape, GeomShape::Plane) {
                 b
@@ -324,7 +337,7 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
                 a
             };
             return Err(format!(
-                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules and boxes, and spheres with boxes",
+                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules, boxes and line-contact cylinders (wheels), spheres with boxes, and wheels with boxes",
                 bad.name,
                 shape_name(&bad.shape),
                 if std::ptr::eq(bad, a) { &b.name } else { &a.name },

@@ -48,7 +48,9 @@ pub struct StepReport {
     /// solver keeps its best iterate (`ncp_fb`, spec §2.5), equal to it otherwise, 0 when no
     /// iteration ran.
     pub best_iterate: usize,
-    /// `Some(reason)` if the step produced a non-finite state.
+    /// `Some(reason)` if the step produced a non-finite state, or (batched engines) if the
+    /// world left the engine's scene class during the step: either way the world's run ends
+    /// there, with the reason recorded.
     pub diverged: Option<String>,
     /// One record per contact that exerted (or could exert) force during the step.
     pub contacts: Vec<ContactRecord>,

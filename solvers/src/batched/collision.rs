@@ -32,9 +32,35 @@ pub struct Candidate<B: Backend> {
     pub gap: S<B>,
 }
 
+/// The worlds where pair `pair` has left the batched engine's closed forms (the cpu engine
+/// collides it by another rule there, or collides a pair the batched engine does not): the
+/// steppers end those worlds with `reason` ([`Outside::report`]).
+pub struct Outside<B: Backend> {
+    /// Index of the pair in [`crate::compiled::CompiledModel::pairs`].
+    pub pair: usize,
+    /// Per world: outside the class at this step.
+    pub worlds: M<B>,
+    /// Why, for the step report.
+    pub reason: &'static str,
+}
+
+impl<B: Backend> Outside<B> {
+    /// The step report's reason for pair `(g0, g1)` of `model` at time `t` (s, after the step).
+    pub fn report(&self, model: &Model, (g0, g1): (usize, usize), t: f64) -> String {
+        format!(
+            "left the batched engine's scene class at t = {t:.6} s: geoms '{}' and '{}': {}",
+            model.geoms[g0].name, model.geoms[g1].name, self.reason
+        )
+    }
+}
+
 /// The candidates of pair `pair` = `(g0, g1)` in MuJoCo's order (lower geom type first) with
-/// detection distance `detect` (m), appended to `out`: a plane against a sphere, capsule or
-/// box ([`plane_pair`]) or a sphere against a box ([`sphere_box`]).
+/// detection distance `detect` (m), appended to `out`: a plane against a sphere, capsule, box
+/// or line-contact cylinder ([`plane_pair`]), a sphere against a box ([`sphere_box`]), a
+/// line-contact cylinder against a box ([`super::wheel::cylinder_box`]). Pairs the batched
+/// engine admits without colliding them (box–box, cylinder–cylinder: the robot's chassis and
+/// an obstacle, two wheels) and the closed forms' edges push to `outside` the worlds where
+/// they come within reach ([`Outside`]).
 ///
 /// # Panics
 /// On another pair ([`crate::engine::batched_support`] refuses such models).
@@ -45,9 +71,85 @@ pub fn pair_candidates<B: Backend>(
     (g0, g1): (usize, usize),
     detect: f64,
     out: &mut Vec<Candidate<B>>,
+    outside: &mut Vec<Outside<B>>,
 ) {
+    use super::wheel::{boxes_in_reach, cylinder_box, geom_rot, Cyl};
     match (&model.geoms[g0].shape, &model.geoms[g1].shape) {
+        (
+            GeomShape::Plane,
+            GeomShape::Cylinder {
+                radius,
+                half_length,
+            },
+        ) => {
+            use super::wheel::Pose;
+            let ident = crate::model::Quat::identity();
+            let plane = Pose::of_geom(&k.geom_xpos[g0], &k.geom_xquat[g0], &ident);
+            let offset = crate::collision::shapes::y_to_z();
+            let cyl = Pose::of_geom(&k.geom_xpos[g1], &k.geom_xquat[g1], &offset);
+            super::wheel::plane_cylinder(
+                pair,
+                &plane,
+                &cyl,
+                (*radius, *half_length),
+                detect,
+                out,
+                outside,
+            );
+        }
         (GeomShape::Plane, _) => plane_pair(model, k, pair, (g0, g1), detect, out),
+        (
+            GeomShape::Cylinder {
+                radius,
+                half_length,
+            },
+            GeomShape::Box { half },
+        ) => {
+            let cyl = Cyl {
+                center: &k.geom_xpos[g0],
+                rot: geom_rot(k, g0),
+                radius: *radius,
+                half_length: *half_length,
+            };
+            let brot = geom_rot(k, g1);
+            cylinder_box(
+                pair,
+                &cyl,
+                &k.geom_xpos[g1],
+                &brot,
+                half,
+                detect,
+                out,
+                outside,
+            );
+        }
+        (GeomShape::Box { half: ha }, GeomShape::Box { half: hb }) => outside.push(Outside {
+            pair,
+            worlds: boxes_in_reach(
+                (&k.geom_xpos[g0], &geom_rot(k, g0), ha),
+                (&k.geom_xpos[g1], &geom_rot(k, g1), hb),
+                detect,
+            ),
+            reason: "two boxes touch (box–box is not batched)",
+        }),
+        (
+            GeomShape::Cylinder {
+                radius: r0,
+                half_length: l0,
+            },
+            GeomShape::Cylinder {
+                radius: r1,
+                half_length: l1,
+            },
+        ) => {
+            let d = sub3(&k.geom_xpos[g1], &k.geom_xpos[g0]);
+            let reach = r0.hypot(*l0) + r1.hypot(*l1) + detect;
+            outside.push(Outside {
+                pair,
+                worlds: dot3(&d, &d).gt(&S::C(reach * reach)).not(),
+                reason: "two cylinders' bounding spheres meet (cylinder–cylinder is not batched)",
+            });
+        }
         (GeomShape::Sphere { radius }, GeomShape::Box { half }) => {
             let s = &k.geom_xpos[g0];
             let rot = qmat(&k.geom_xquat[g1]);
@@ -66,7 +168,7 @@ pub fn pair_candidates<B: Backend>(
 }
 
 /// `√x` for x ≥ 0 whose derivative stays finite where x = 0 (its branch then uses √1).
-fn safe_sqrt<B: Backend>(x: &S<B>) -> S<B> {
+pub(crate) fn safe_sqrt<B: Backend>(x: &S<B>) -> S<B> {
     let pos = x.gt(&S::C(0.0));
     pos.select(&pos.select(x, &S::C(1.0)).sqrt(), &S::C(0.0))
 }

@@ -38,6 +38,7 @@ pub mod reverse;
 pub mod scalar;
 pub mod soft;
 pub mod spatial;
+pub mod wheel;
 
 /// burn's wgpu backend at the pinned version.
 #[cfg(feature = "wgpu")]
@@ -180,6 +181,35 @@ pub(crate) fn shard_controls<B: Backend>(
             }
         })
         .collect()
+}
+
+/// Per world of a shard of `len` worlds: why it left the batched engine's class at this step
+/// (the first flagged pair's [`collision::Outside::report`]), `None` where it did not. One
+/// readback where any pair can leave it, none otherwise.
+pub(crate) fn outside_reasons<B: Backend>(
+    outside: &[collision::Outside<B>],
+    model: &Model,
+    compiled: &crate::compiled::CompiledModel,
+    len: usize,
+    t: f64,
+) -> Vec<Option<String>> {
+    let mut reasons = vec![None; len];
+    let any = outside
+        .iter()
+        .fold(M::C(false), |acc, o| acc.or(&o.worlds));
+    if !any.any_true() {
+        return reasons;
+    }
+    for o in outside {
+        let flagged = download_mask(&o.worlds, len);
+        let pr = &compiled.pairs[o.pair];
+        for (r, f) in reasons.iter_mut().zip(flagged) {
+            if f && r.is_none() {
+                *r = Some(o.report(model, (pr.geoms[0], pr.geoms[1]), t));
+            }
+        }
+    }
+    reasons
 }
 
 pub(crate) fn download_mask<B: Backend>(m: &M<B>, worlds: usize) -> Vec<bool> {
@@ -404,19 +434,34 @@ impl<B: Backend> Stepper for BatchedPenalty<B> {
                 let coef = slice_coefficients(&batch.coef, sh.start, sh.len, worlds);
                 let out = penalty::step_with(batch, &coef, &sh.q, &sh.v, &u, h);
                 let records = want_contacts.then(|| this.records(sh, &coef, &out, h));
-                (out.q, out.v, records)
+                let left = outside_reasons(
+                    &out.outside,
+                    &batch.model,
+                    &batch.compiled,
+                    sh.len,
+                    this.t + h,
+                );
+                (out.q, out.v, records, left)
             })
             .collect();
         let mut all_records = Vec::new();
-        for (sh, (q, v, records)) in self.shards.iter_mut().zip(stepped) {
+        let mut left_class = Vec::with_capacity(self.worlds);
+        for (sh, (q, v, records, left)) in self.shards.iter_mut().zip(stepped) {
             sh.q = q;
             sh.v = v;
             if let Some(r) = records {
                 all_records.extend(r);
             }
+            left_class.extend(left);
         }
         self.t += h;
-        let mut reports = vec![StepReport::explicit(Vec::new()); self.worlds];
+        let mut reports: Vec<StepReport> = left_class
+            .into_iter()
+            .map(|left| StepReport {
+                diverged: left,
+                ..StepReport::explicit(Vec::new())
+            })
+            .collect();
         if want_contacts {
             // Observed steps also check every world for divergence (one readback).
             for (r, (c, s)) in reports

@@ -14,7 +14,7 @@
 
 use burn_tensor::backend::Backend;
 
-use super::collision::{pair_candidates, Candidate};
+use super::collision::{pair_candidates, Candidate, Outside};
 use super::dynamics::{
     cholesky_solve, integrate_positions, mass_matrix, point_velocity, smooth, velocities,
 };
@@ -114,6 +114,8 @@ pub struct StepOut<B: Backend> {
     pub contacts: Vec<ContactOut<B>>,
     /// Placements at the start of the step (for contact velocities after it).
     pub kin: Kin<B>,
+    /// The worlds where a pair left the batched closed forms ([`Outside`]).
+    pub outside: Vec<Outside<B>>,
 }
 
 /// The penalty law ([`crate::penalty::law::contact_force`]) per world: `(normal, tangential)`
@@ -248,11 +250,20 @@ pub fn step_with<B: Backend>(
     let mut tau: Vec<S<B>> = f_s.iter().zip(&jf).map(|(f, j)| f + j).collect();
 
     let mut contacts = Vec::new();
+    let mut outside = Vec::new();
     if !model.options.disable.contact {
         let mut cands = Vec::new();
         for (i, pr) in b.compiled.pairs.iter().enumerate() {
             let detect = pr.material.margin + pr.material.gap;
-            pair_candidates(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
+            pair_candidates(
+                model,
+                &k,
+                i,
+                (pr.geoms[0], pr.geoms[1]),
+                detect,
+                &mut cands,
+                &mut outside,
+            );
         }
         if b.skip_idle_contacts
             && !cands
@@ -332,6 +343,7 @@ pub fn step_with<B: Backend>(
         v: v_new,
         contacts,
         kin: k,
+        outside,
     }
 }
 

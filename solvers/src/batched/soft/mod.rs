@@ -16,11 +16,13 @@
 //!    always), then Newton (a dense per-world Cholesky of the small Hessian written as tensor
 //!    operations, [`crate::batched::dynamics::cholesky_factor`]) or CG with MuJoCo's exact line
 //!    search ([`solver`]), each world masked once it stops;
-//! 4. semi-implicit Euler, with `(M + h B)⁻¹` when joints are damped (MuJoCo's eulerdamp).
+//! 4. semi-implicit Euler, with `(M + h B)⁻¹` when joints are damped (MuJoCo's eulerdamp), or
+//!    `implicitfast`'s `(M − h D)⁻¹` where D is the servos' and dampers' diagonal
+//!    ([`SoftBatch::update_damping`]).
 //!
 //! Worlds without any row take `a0` exactly, as the cpu engine skips the solve there. The
-//! `implicitfast` and `implicit` integrators, the physical contact mapping and the signorini
-//! latch are not batched: [`SoftBatch::new`] and [`crate::batched::soft_batch`] refuse them
+//! `implicit` integrator, `implicitfast` on a model with a standalone free body or a clamped
+//! servo, the physical contact mapping and the signorini latch are not batched: [`SoftBatch::new`] and [`crate::batched::soft_batch`] refuse them
 //! with a message naming the parameter.
 
 pub mod cost;
@@ -32,7 +34,7 @@ pub use stepper::BatchedSoft;
 
 use burn_tensor::backend::Backend;
 
-use super::collision::{pair_candidates, Candidate};
+use super::collision::{pair_candidates, Candidate, Outside};
 use super::dynamics::{
     cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix, smooth,
 };
@@ -67,6 +69,13 @@ pub struct SoftBatch {
     pub solver: solver::Settings,
     /// Genesis' signorini resolution instead of MuJoCo's convex model.
     pub signorini: bool,
+    /// Per dof, the diagonal `B` of the velocity update `(M + h B) a = f_s + Jᵀ f` (N s/m or
+    /// N m s/rad): joint damping (MuJoCo's eulerdamp), plus `kv gear²` of every servo on the
+    /// dof under `implicitfast` (`−D` of [`crate::implicit`]: on a model without standalone
+    /// free bodies or clamped servos, which [`SoftBatch::new`] refuses, D is that diagonal).
+    pub update_damping: Vec<f64>,
+    /// Whether the velocity update solves with `M + h B` (`implicitfast`, or any damped joint).
+    pub implicit_update: bool,
 }
 
 impl SoftBatch {
@@ -75,23 +84,56 @@ impl SoftBatch {
     /// [`crate::signorini::Signorini::inner_params`]).
     ///
     /// # Errors
-    /// A setting the batched engine does not implement, named: an integrator other than
-    /// Euler, the physical contact mapping.
+    /// A setting the batched engine does not implement, named: the `implicit` integrator,
+    /// `implicitfast` with a standalone free body or a servo with a force range, the physical
+    /// contact mapping.
     pub fn new(
         model: &Model,
         p: &crate::soft_convex::SoftConvexParams,
         signorini: bool,
     ) -> Result<Self, String> {
+        use crate::model::{ActuatorKind, Integrator};
         let r = p.resolve(&model.options);
-        if r.integrator != crate::model::Integrator::Euler {
-            return Err(format!(
-                "integrator {}: the batched soft solvers integrate with semi-implicit Euler only (set integrator: euler, or run on the cpu engine)",
-                format!("{:?}", r.integrator).to_lowercase()
-            ));
+        if r.integrator == Integrator::Implicit {
+            return Err(
+                "integrator implicit: the batched soft solvers integrate with euler or implicitfast (or run on the cpu engine)"
+                    .into(),
+            );
+        }
+        if r.integrator == Integrator::ImplicitFast {
+            if let Some(&j) = crate::implicit::standalone_free_joints(model).first() {
+                return Err(format!(
+                    "integrator implicitfast with the standalone free body of joint '{}': its bias derivative (MuJoCo's mjd_freeMhat) is not batched; use euler or the cpu engine",
+                    model.joints[j].name
+                ));
+            }
+            let servo_clamped = model.actuators.iter().find(|a| {
+                a.force_range.is_some() && !matches!(a.kind, ActuatorKind::Motor)
+            });
+            if let Some(a) = servo_clamped {
+                return Err(format!(
+                    "integrator implicitfast with actuator '{}' (a servo with a force range, whose derivative the clamp cuts): not batched; use euler or the cpu engine",
+                    a.name
+                ));
+            }
         }
         if p.physical_contact == Some(true) || p.ke.is_some() || p.kd.is_some() {
             return Err("physical_contact (ke, kd): not batched; run on the cpu engine".into());
         }
+        let mut update_damping: Vec<f64> = (0..model.nv)
+            .map(|d| model.joints[model.dof_joint[d]].damping)
+            .collect();
+        let fast = r.integrator == Integrator::ImplicitFast;
+        if fast {
+            for a in &model.actuators {
+                let kv = match a.kind {
+                    ActuatorKind::Motor => continue,
+                    ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => kv,
+                };
+                update_damping[model.joints[a.joint].dof_adr] += kv * a.gear * a.gear;
+            }
+        }
+        let implicit_update = fast || update_damping.iter().any(|&b| b > 0.0);
         Ok(Self {
             model: model.clone(),
             compiled: CompiledModel::new(model),
@@ -110,6 +152,8 @@ impl SoftBatch {
                 static_iterations: false,
             },
             signorini,
+            update_damping,
+            implicit_update,
         })
     }
 }
@@ -132,6 +176,8 @@ pub struct StepOut<B: Backend> {
     pub gradient: S<B>,
     /// Whether the solver met a stopping test (worlds without rows: true).
     pub converged: M<B>,
+    /// The worlds where a pair left the batched closed forms ([`Outside`]).
+    pub outside: Vec<Outside<B>>,
 }
 
 /// Genesis' signorini rows (the cpu engine's `signorini_blocks`): each elliptic contact's
@@ -180,10 +226,19 @@ pub fn step<B: Backend>(
     let a0 = cholesky_apply(&mass_l, &f_s);
 
     let mut cands: Vec<Candidate<B>> = Vec::new();
+    let mut outside = Vec::new();
     if !model.options.disable.contact {
         for (i, pr) in b.compiled.pairs.iter().enumerate() {
             let detect = pr.material.margin + pr.material.gap;
-            pair_candidates(model, &k, i, (pr.geoms[0], pr.geoms[1]), detect, &mut cands);
+            pair_candidates(
+                model,
+                &k,
+                i,
+                (pr.geoms[0], pr.geoms[1]),
+                detect,
+                &mut cands,
+                &mut outside,
+            );
         }
     }
     let settings = rows::Settings {
@@ -260,13 +315,12 @@ pub fn step<B: Backend>(
         )
     };
 
-    // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp).
-    let damped = model.joints.iter().any(|j| j.damping > 0.0);
-    let a_int = if damped {
+    // Semi-implicit Euler, with implicit joint damping when any joint is damped (eulerdamp)
+    // and the servos' velocity derivative under implicitfast (`SoftBatch::update_damping`).
+    let a_int = if b.implicit_update {
         let mut mh = mass.clone();
         for (d, row) in mh.iter_mut().enumerate() {
-            let bd = model.joints[model.dof_joint[d]].damping;
-            row[d] = &row[d] + bd * h;
+            row[d] = &row[d] + b.update_damping[d] * h;
         }
         let rhs: Vec<S<B>> = (0..nv)
             .map(|d| &f_s[d] + &seq_dot(rows.rows.iter().map(|r| &r.jac[d]), force.iter()))
@@ -287,5 +341,6 @@ pub fn step<B: Backend>(
         iterations,
         gradient,
         converged,
+        outside,
     }
 }

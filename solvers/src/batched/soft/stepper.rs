@@ -9,7 +9,7 @@ use super::rows::{frame_force, frame_velocity};
 use super::{step, SoftBatch, StepOut};
 use crate::batched::scalar::S;
 use crate::batched::{
-    download, download_mask, shard_controls, shard_ranges, shard_states, upload_states,
+    download, download_mask, outside_reasons, shard_controls, shard_ranges, shard_states, upload_states,
 };
 use crate::engine::Stepper;
 use crate::features::IgnoredFeature;
@@ -165,14 +165,19 @@ impl<B: Backend> Stepper for BatchedSoft<B> {
             nu * self.worlds,
             "controls must be (worlds x nu)"
         );
-        let (batch, device) = (&self.batch, &self.device);
+        let (batch, device, t) = (&self.batch, &self.device, self.t);
         let stepped: Vec<_> = self
             .shards
             .par_iter()
             .map(|sh| {
                 let u = shard_controls::<B>(controls, nu, (sh.start, sh.len), device);
                 let out = step(batch, &sh.q, &sh.v, &u, sh.warm.as_deref(), h);
-                let reports = reports(&out, sh.len, h, want_contacts);
+                let mut reports = reports(&out, sh.len, h, want_contacts);
+                let left =
+                    outside_reasons(&out.outside, &batch.model, &batch.compiled, sh.len, t + h);
+                for (r, left) in reports.iter_mut().zip(left) {
+                    r.diverged = left;
+                }
                 (out.q, out.v, out.qacc, reports)
             })
             .collect();
