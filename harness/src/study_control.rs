@@ -395,6 +395,22 @@ pub fn plan(
                 "the instances' seeds are study.first_seed.. (study.instances of them); remove `seed`".into(),
             ));
         }
+        // Each formulation runs the methods it offers; a method no formulation offers, or a
+        // formulation offered none, is an error.
+        for (mi, &m) in methods.iter().enumerate() {
+            if !cfg.formulations.iter().any(|f| m.available_for(&f.name)) {
+                let names: Vec<&str> = cfg.formulations.iter().map(|f| f.name.as_str()).collect();
+                return Err(err(
+                    &format!("study.methods[{mi}]"),
+                    format!(
+                        "gradient method '{}' needs formulation {}, and the formulations are {}",
+                        m.name(),
+                        m.formulation().unwrap_or("any"),
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
         for (fi, f) in cfg.formulations.iter().enumerate() {
             let fkey = format!("formulations[{fi}]");
             catalog
@@ -404,17 +420,20 @@ pub fn plan(
             if let Ok(Err(m)) = catch_quietly(|| catalog.build_formulation(&f.name, &params)) {
                 return Err(err(&fkey, m));
             }
-            for (mi, &m) in methods.iter().enumerate() {
+            if !methods.iter().any(|m| m.available_for(&f.name)) {
+                let names: Vec<&str> = methods.iter().map(|m| m.name()).collect();
+                return Err(err(
+                    &fkey,
+                    format!(
+                        "'{}' offers none of the study's methods ({})",
+                        f.name,
+                        names.join(", ")
+                    ),
+                ));
+            }
+            for &m in &methods {
                 if !m.available_for(&f.name) {
-                    return Err(err(
-                        &format!("study.methods[{mi}]"),
-                        format!(
-                            "gradient method '{}' needs formulation {}, and {fkey} is '{}'",
-                            m.name(),
-                            m.formulation().unwrap_or("any"),
-                            f.name
-                        ),
-                    ));
+                    continue;
                 }
                 for &par in &parametrizations {
                     for &h in &timesteps {
@@ -626,11 +645,20 @@ pub const COLUMNS: &[ColumnDef] = &[
         "most unconverged forward steps in one rollout",
     ),
     c("steps", Kind::U64, "steps per rollout"),
-    c("wall_time_s", Kind::F64, "wall time of the whole synthesis"),
+    c(
+        "wall_time_s",
+        Kind::F64,
+        "wall time of the whole synthesis (a batched method: the whole batch's, over the iterations this instance ran)",
+    ),
     c(
         "wall_time_per_iteration_s",
         Kind::F64,
-        "wall time per evaluated iterate (forward and gradient)",
+        "wall time per evaluated iterate (forward and gradient; a batched method: of the whole batch, every running instance at once)",
+    ),
+    c(
+        "batch_worlds",
+        Kind::U64,
+        "instances run as one batch (method autodiff; 0: one synthesis per cell)",
     ),
     c(
         "loss_curve",
@@ -682,22 +710,7 @@ fn identity(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
 pub fn run_cell(plan: &ControlPlan, cell: &ControlCell, threads: usize) -> Row {
     let mut row = identity(plan, cell, threads);
     let out = catch_quietly(|| synthesize_cell(plan, cell, &mut row));
-    let (status, reason) = match out {
-        Ok(Ok(stopped)) => ("ok", stopped.unwrap_or_default()),
-        Ok(Err(why)) => ("failed", why),
-        Err(_) => ("failed", "panicked".to_string()),
-    };
-    row.set_str("status", status);
-    row.set_str("reason", reason);
-    for c in COLUMNS {
-        if !row.0.contains_key(c.name) {
-            match c.kind {
-                Kind::F64 => row.set_f64(c.name, f64::NAN),
-                Kind::U64 => row.set_u64(c.name, 0),
-                Kind::Str => row.set_str(c.name, ""),
-            }
-        }
-    }
+    finish(&mut row, out);
     row
 }
 
@@ -728,18 +741,13 @@ fn physical_check(
     Ok(None)
 }
 
-fn synthesize_cell(
-    plan: &ControlPlan,
-    cell: &ControlCell,
-    row: &mut Row,
-) -> Result<Option<String>, String> {
+/// The cell's problem and starting knots.
+fn cell_problem(plan: &ControlPlan, cell: &ControlCell) -> Result<(ControlProblem, Vec<f64>), String> {
     let mut p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
         .map_err(|e| e.to_string())?;
     p.yaw_weight = plan.spec.yaw_weight;
     p.speed_weight = plan.spec.speed_weight;
     p.parametrization = cell.parametrization;
-    row.set_f64("horizon_s", p.horizon);
-    row.set_u64("steps", p.steps as u64);
     let radius = cell
         .scene_params
         .get("wheel_radius")
@@ -748,21 +756,107 @@ fn synthesize_cell(
             contactlab_scenarios::benchmark::wheeled_robot::WheeledRobot::default().wheel_radius,
         );
     let z0 = p.initial_knots(radius);
+    Ok((p, z0))
+}
+
+fn schedule(plan: &ControlPlan) -> cs::Schedule {
+    cs::Schedule {
+        step_size: plan.spec.step_size,
+        step_decay: plan.spec.step_decay,
+    }
+}
+
+fn synthesize_cell(
+    plan: &ControlPlan,
+    cell: &ControlCell,
+    row: &mut Row,
+) -> Result<Option<String>, String> {
+    let (p, z0) = cell_problem(plan, cell)?;
+    row.set_f64("horizon_s", p.horizon);
+    row.set_u64("steps", p.steps as u64);
     let s = cs::synthesize(
         &p,
         &cell.formulation,
         cell.method,
         &z0,
         plan.spec.iterations,
-        cs::Schedule {
-            step_size: plan.spec.step_size,
-            step_decay: plan.spec.step_decay,
-        },
+        schedule(plan),
     )?;
+    record(cell, &p, &s, row)
+}
+
+/// The rows of a batched method's cells (the same formulation, method, parametrization and
+/// timestep; one seed each), run as one batch ([`cs::synthesize_autodiff`]); a failure of the
+/// batch fails every row with its reason.
+pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> Vec<Row> {
+    let mut rows: Vec<Row> = cells.iter().map(|c| identity(plan, c, threads)).collect();
+    let problems: Result<Vec<(ControlProblem, Vec<f64>)>, String> =
+        cells.iter().map(|c| cell_problem(plan, c)).collect();
+    let outcome = problems.and_then(|ps| {
+        let (problems, z0): (Vec<_>, Vec<_>) = ps.into_iter().unzip();
+        let s = catch_quietly(|| {
+            cs::synthesize_autodiff(
+                &problems,
+                &cells[0].formulation,
+                &z0,
+                plan.spec.iterations,
+                schedule(plan),
+            )
+        })
+        .map_err(|_| "panicked".to_string())??;
+        Ok((problems, s))
+    });
+    match outcome {
+        Ok((problems, s)) => {
+            for (((row, cell), p), s) in rows.iter_mut().zip(cells).zip(&problems).zip(&s) {
+                row.set_f64("horizon_s", p.horizon);
+                row.set_u64("steps", p.steps as u64);
+                row.set_u64("batch_worlds", cells.len() as u64);
+                let out = catch_quietly(|| record(cell, p, s, row));
+                finish(row, out);
+            }
+        }
+        Err(why) => {
+            for row in &mut rows {
+                finish(row, Ok(Err(why.clone())));
+            }
+        }
+    }
+    rows
+}
+
+/// Set a row's status and reason from a cell's outcome and fill the columns it left empty.
+fn finish(row: &mut Row, out: Result<Result<Option<String>, String>, Box<dyn std::any::Any + Send>>) {
+    let (status, reason) = match out {
+        Ok(Ok(stopped)) => ("ok", stopped.unwrap_or_default()),
+        Ok(Err(why)) => ("failed", why),
+        Err(_) => ("failed", "panicked".to_string()),
+    };
+    row.set_str("status", status);
+    row.set_str("reason", reason);
+    for c in COLUMNS {
+        if !row.0.contains_key(c.name) {
+            match c.kind {
+                Kind::F64 => row.set_f64(c.name, f64::NAN),
+                Kind::U64 => row.set_u64(c.name, 0),
+                Kind::Str => row.set_str(c.name, ""),
+            }
+        }
+    }
+}
+
+/// The row's outcome columns of synthesis `s` of cell `cell` (problem `p`), after checking the
+/// last iterate's rollout under the harness's divergence rules.
+fn record(
+    cell: &ControlCell,
+    p: &ControlProblem,
+    s: &cs::Synthesis,
+    row: &mut Row,
+) -> Result<Option<String>, String> {
     // The last iterate's rollout (the successful one, if any) under the harness's divergence
     // rules, which the synthesis's own rollouts do not apply: a success that sinks a wheel
     // into the ground is not one.
-    let violation = physical_check(cell, &p, &s.knots)?;
+    let violation = physical_check(cell, p, &s.knots)?;
     let success = s.success() && violation.is_none();
     row.set_str("physical_violation", violation.clone().unwrap_or_default());
     row.set_u64("success", u64::from(success));
@@ -812,7 +906,7 @@ fn synthesize_cell(
     let objective: Vec<Value> = s.objectives.iter().map(|&l| json!(l)).collect();
     row.set_str("objective_curve", Value::Array(objective).to_string());
     let succeeded = s.success();
-    Ok(match (s.stopped, &violation) {
+    Ok(match (s.stopped.clone(), &violation) {
         (Some(why), _) => Some(why),
         (None, Some(rule)) if succeeded => Some(format!(
             "the successful iterate's rollout breaks the harness's rule ({rule}): not counted as a success"
@@ -866,7 +960,56 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     let finished = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let first_error: Mutex<Option<ResultsError>> = Mutex::new(None);
+    // Batched methods: one batch per (formulation, method, parametrization, timestep) of the
+    // cells left to run.
+    let (batched, single): (Vec<&ControlCell>, Vec<&ControlCell>) =
+        todo.iter().partition(|c| c.method.batched());
+    let mut batches: Vec<Vec<&ControlCell>> = Vec::new();
+    for c in batched {
+        let same = |b: &&ControlCell| {
+            b.label == c.label
+                && b.method == c.method
+                && b.parametrization == c.parametrization
+                && b.timestep_s == c.timestep_s
+        };
+        match batches.iter_mut().find(|g| same(&g[0])) {
+            Some(g) => g.push(c),
+            None => batches.push(vec![c]),
+        }
+    }
+    let todo = single;
     pool.install(|| {
+        for cells in &batches {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let t0 = std::time::Instant::now();
+            let rows = run_batch(plan, cells, opts.jobs);
+            for (cell, mut row) in cells.iter().zip(rows) {
+                row.set_f64("peak_rss_mib", crate::metrics::peak_rss_mib());
+                if let Err(e) = write_cell(dir, &cell.id, &row) {
+                    first_error.lock().expect("not poisoned").get_or_insert(e);
+                    stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                finished.fetch_add(1, Ordering::SeqCst);
+            }
+            if opts.progress {
+                eprintln!(
+                    "batch of {} {} {} {}: {} successes, {:.1} s",
+                    cells.len(),
+                    cells[0].label,
+                    cells[0].method.name(),
+                    cells[0].parametrization.name(),
+                    cells
+                        .iter()
+                        .filter_map(|c| read_cell(dir, &c.id).ok().flatten())
+                        .filter(|r| r.u64("success") == 1)
+                        .count(),
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+        }
         todo.par_iter().for_each(|cell| {
             if stop.load(Ordering::SeqCst) {
                 return;

@@ -105,8 +105,8 @@ fn tiny_synthesis_writes_one_row_per_instance_and_method() {
 
 #[test]
 fn unknown_method_is_an_error_at_its_line() {
-    let text = TINY.replace("fd_central]", "autodiff]");
-    assert_bad(&text, 5, &["study.methods[2]", "autodiff", "fd_central"]);
+    let text = TINY.replace("fd_central]", "autodif]");
+    assert_bad(&text, 5, &["study.methods[2]", "autodif", "fd_central"]);
 }
 
 #[test]

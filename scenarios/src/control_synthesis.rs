@@ -53,6 +53,7 @@
 //! | `adjoint` | `ncp_fb` | one forward rollout with tape + one backward sweep, exact adjoint ([`Mode::Exact`]) |
 //! | `adjoint_lagged` | `ncp_fb` | the same, lagged adjoint ([`Mode::Lagged`], an approximation) |
 //! | `fd_central` | any formulation | 1 + 2 K nu forward rollouts (61 for K = 10, 3 wheels), step [`FD_STEP`] |
+//! | `autodiff` | `soft_convex`, `signorini` (feature `burn`) | one batched rollout of every instance + a reverse sweep on burn's tape ([`crate::control_synthesis_batched`]) |
 //!
 //! `fd_central` is affordable only for small budgets: at h = 50 ms (120 steps) a rollout of
 //! `ncp_fb` takes ~0.1–0.3 s on one core, so one gradient is 6–20 s and 50 Adam iterations
@@ -105,14 +106,19 @@ pub enum GradientMethod {
     AdjointLagged,
     /// Central finite differences of whole rollouts, any formulation.
     FdCentral,
+    /// Reverse mode through the batched soft_convex or signorini, every solver iteration on
+    /// the tape, the instances of a study as one batch ([`crate::control_synthesis_batched`],
+    /// builds with the `burn` feature).
+    Autodiff,
 }
 
 impl GradientMethod {
     /// Every method, in display order.
-    pub const ALL: [GradientMethod; 3] = [
+    pub const ALL: [GradientMethod; 4] = [
         GradientMethod::Adjoint,
         GradientMethod::AdjointLagged,
         GradientMethod::FdCentral,
+        GradientMethod::Autodiff,
     ];
 
     /// The name used in experiment files and results.
@@ -121,6 +127,7 @@ impl GradientMethod {
             GradientMethod::Adjoint => "adjoint",
             GradientMethod::AdjointLagged => "adjoint_lagged",
             GradientMethod::FdCentral => "fd_central",
+            GradientMethod::Autodiff => "autodiff",
         }
     }
 
@@ -138,17 +145,27 @@ impl GradientMethod {
             })
     }
 
-    /// The only formulation the method works with (`None`: any).
+    /// The formulations the method works with, in words (`None`: any).
     pub fn formulation(self) -> Option<&'static str> {
         match self {
             GradientMethod::Adjoint | GradientMethod::AdjointLagged => Some("ncp_fb"),
+            GradientMethod::Autodiff => Some("soft_convex or signorini"),
             GradientMethod::FdCentral => None,
         }
     }
 
     /// Whether formulation `name` offers this method.
     pub fn available_for(self, name: &str) -> bool {
-        self.formulation().is_none_or(|f| f == name)
+        match self {
+            GradientMethod::Autodiff => matches!(name, "soft_convex" | "signorini"),
+            _ => self.formulation().is_none_or(|f| f == name),
+        }
+    }
+
+    /// Whether the method runs the instances of a study as one batch
+    /// ([`synthesize_autodiff`]) rather than one synthesis per instance ([`synthesize`]).
+    pub fn batched(self) -> bool {
+        self == GradientMethod::Autodiff
     }
 }
 
@@ -560,6 +577,7 @@ pub fn gradient(
         ));
     }
     match method {
+        GradientMethod::Autodiff => autodiff_gradient(p, f, z),
         GradientMethod::Adjoint | GradientMethod::AdjointLagged => {
             let mode = if method == GradientMethod::Adjoint {
                 Mode::Exact
@@ -642,6 +660,70 @@ pub fn gradient(
                 rollouts,
             })
         }
+    }
+}
+
+/// One instance's [`GradientMethod::Autodiff`] gradient (a batch of one).
+#[cfg(feature = "burn")]
+fn autodiff_gradient(
+    p: &ControlProblem,
+    f: &FormulationChoice,
+    z: &[f64],
+) -> Result<KnotGradient, String> {
+    let g = crate::control_synthesis_batched::knot_gradients(
+        std::slice::from_ref(p),
+        f,
+        &[z.to_vec()],
+        true,
+    )?
+    .remove(0);
+    Ok(KnotGradient {
+        loss: p.loss(&g.last),
+        task_loss: p.task_loss(&g.last),
+        gradient: g.gradient.unwrap_or_else(|| vec![f64::NAN; p.len()]),
+        success: g.stopped.is_none() && p.success(&g.last),
+        last: g.last,
+        unconverged_at: Vec::new(),
+        diverged: g.stopped,
+        rollouts: 2,
+    })
+}
+
+#[cfg(not(feature = "burn"))]
+fn autodiff_gradient(
+    _: &ControlProblem,
+    _: &FormulationChoice,
+    _: &[f64],
+) -> Result<KnotGradient, String> {
+    Err(AUTODIFF_NOT_BUILT.into())
+}
+
+/// Why [`GradientMethod::Autodiff`] fails in a build without the batched engine.
+pub const AUTODIFF_NOT_BUILT: &str =
+    "gradient method 'autodiff' needs the batched engine: build with --features burn";
+
+/// [`synthesize`] for every problem at once with [`GradientMethod::Autodiff`], the problems
+/// one batch of worlds ([`crate::control_synthesis_batched::synthesize_batch`]; each
+/// [`Synthesis::wall_s`] is then the whole batch's time over the iterations the instance ran).
+///
+/// # Errors
+/// A build without the `burn` feature, a formulation the batched soft solvers do not run, a
+/// setting they refuse, problems that do not share their shape.
+pub fn synthesize_autodiff(
+    problems: &[ControlProblem],
+    f: &FormulationChoice,
+    z0: &[Vec<f64>],
+    iterations: usize,
+    schedule: Schedule,
+) -> Result<Vec<Synthesis>, String> {
+    #[cfg(feature = "burn")]
+    {
+        crate::control_synthesis_batched::synthesize_batch(problems, f, z0, iterations, schedule)
+    }
+    #[cfg(not(feature = "burn"))]
+    {
+        let _ = (problems, f, z0, iterations, schedule);
+        Err(AUTODIFF_NOT_BUILT.into())
     }
 }
 

@@ -20,6 +20,8 @@ use contactlab_solvers::{Model, ModelError, State, StepReport};
 pub mod benchmark;
 pub mod closed_form;
 pub mod control_synthesis;
+#[cfg(feature = "burn")]
+pub mod control_synthesis_batched;
 pub mod data_dir;
 pub mod gradient;
 pub mod input_file;

@@ -76,6 +76,12 @@ pub struct SoftBatch {
     pub update_damping: Vec<f64>,
     /// Whether the velocity update solves with `M + h B` (`implicitfast`, or any damped joint).
     pub implicit_update: bool,
+    /// Drop, in each step, the contact candidates that no world of the batch has (one
+    /// readback per candidate): their rows would be masked out in every world, so the result
+    /// is the same to the last bit, with fewer operations (and a shorter tape). Off by
+    /// default: the program then has the same operations in every step (MJX's static graph,
+    /// no readback on a GPU).
+    pub skip_idle_candidates: bool,
 }
 
 impl SoftBatch {
@@ -154,6 +160,7 @@ impl SoftBatch {
             signorini,
             update_damping,
             implicit_update,
+            skip_idle_candidates: false,
         })
     }
 }
@@ -240,6 +247,9 @@ pub fn step<B: Backend>(
                 &mut outside,
             );
         }
+    }
+    if b.skip_idle_candidates {
+        cands.retain(|c| c.found.any_true());
     }
     let settings = rows::Settings {
         cone: if b.signorini {

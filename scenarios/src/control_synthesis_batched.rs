@@ -1,0 +1,437 @@
+//! Control synthesis with the `autodiff` gradient (issue 16): Adam on box_traversal's knots for
+//! many instances at once, each gradient by reverse mode through the batched soft_convex or
+//! signorini ([`contactlab_solvers::batched::soft`]) on burn-ndarray in f64, every solver and
+//! line-search iteration on the tape (the Ostrich paper's "tape" baseline, MJX's way of
+//! differentiating the soft model).
+//!
+//! # One batch, many instances
+//!
+//! The instances share the model, timestep, horizon and knot count; each has its own start
+//! state, target and knots. An Adam iteration rolls out every instance still running as one
+//! batch of worlds: the controls `u_i` (per step i and wheel, a `(worlds)` tensor each) are the
+//! leaves of the tape, the objective's state gradient at each world's final state
+//! ([`ControlProblem::loss_partials`]) seeds one backward pass, and `∂L/∂u_i` per world gives the
+//! knot gradient by the spline's transpose ([`ControlProblem::knot_gradient`]). Worlds never
+//! interact, so one world's gradient is that of its own rollout. On CPU backends the batch is
+//! split into one shard per worker of the rayon pool, each its own tape.
+//!
+//! Each instance then follows [`super::control_synthesis::synthesize`]'s rules: stop at the
+//! first successful iterate, evaluate the iterate after the last update without a gradient,
+//! stop on a non-finite loss or gradient, on a rollout that diverged, or on one that left the
+//! batched engine's scene class (a wheel collided by a rule the batched engine lacks,
+//! [`contactlab_solvers::batched::collision::Outside`]), with the reason.
+//!
+//! # What the wall time means
+//!
+//! Every instance running in an iteration shares its wall time: [`Synthesis::wall_s`] of an
+//! instance is the sum of the batch's iteration times while it ran, so
+//! [`Synthesis::wall_per_iteration_s`] is the wall time per iteration *of the whole batch*
+//! (which the closing note of issue 16 compares with the cpu engine's per-instance time).
+
+use contactlab_solvers::batched::burn_tensor::{Tensor, TensorData};
+use contactlab_solvers::batched::collision::Outside;
+use contactlab_solvers::batched::scalar::{M, S};
+use contactlab_solvers::batched::soft::{self, SoftBatch};
+use contactlab_solvers::batched::burn_tensor::backend::Backend;
+use contactlab_solvers::batched::{upload_states, AutodiffF64, NdArrayF64};
+use contactlab_solvers::State;
+use nalgebra::DVector;
+use rayon::prelude::*;
+
+use crate::control_synthesis::{ControlProblem, FormulationChoice, Schedule, Synthesis};
+use crate::control_synthesis::Adam;
+
+type Ad = AutodiffF64;
+type Nd = NdArrayF64;
+
+/// One world's rollout result in an iteration.
+struct WorldResult {
+    last: State,
+    /// `∂L/∂u_i` (N × nu), `None` for an evaluation without a gradient.
+    per_step: Option<Vec<DVector<f64>>>,
+    unconverged: usize,
+    /// Why the world cannot be trusted: left the class, or a non-finite state.
+    stopped: Option<String>,
+}
+
+/// The batched soft_convex or signorini of `f` for `model`.
+///
+/// # Errors
+/// Another formulation, bad parameters, or a setting the batched engine refuses (named).
+pub fn soft_batch(f: &FormulationChoice, model: &contactlab_solvers::Model) -> Result<SoftBatch, String> {
+    if !matches!(f.name.as_str(), "soft_convex" | "signorini") {
+        return Err(format!(
+            "gradient method 'autodiff' needs soft_convex or signorini (the batched soft solvers), not '{}'",
+            f.name
+        ));
+    }
+    contactlab_solvers::engine::batched_support(&f.name, model)?;
+    let (mut b, _) = contactlab_solvers::batched::soft_batch(&f.name, &f.params, model)
+        .map_err(|e| e.to_string())?;
+    // Idle wheel–box and chassis slots dropped per step (exact; the tape is the shorter).
+    b.skip_idle_candidates = true;
+    Ok(b)
+}
+
+fn read<B: Backend>(s: &S<B>, len: usize) -> Vec<f64> {
+    match s {
+        S::C(c) => vec![*c; len],
+        S::T(t) => t.to_data().convert::<f64>().to_vec::<f64>().expect("f64"),
+    }
+}
+
+fn read_mask<B: Backend>(m: &M<B>, len: usize) -> Vec<bool> {
+    match m {
+        M::C(b) => vec![*b; len],
+        M::T(t) => t.to_data().iter::<bool>().collect(),
+    }
+}
+
+/// A step's input on the host, per coordinate and world: positions `(nq × w)`, velocities and
+/// the warm start `(nv × w)` (none before the first step).
+struct StepInput {
+    q: Vec<Vec<f64>>,
+    v: Vec<Vec<f64>>,
+    warm: Option<Vec<Vec<f64>>>,
+}
+
+/// Roll out `problems[i]` under knots `z[i]` (one shard of worlds) and, with `grad`, `∂L/∂u`
+/// by a reverse sweep over the stored step inputs (module doc, "Reverse mode").
+fn rollout_shard(
+    batch: &SoftBatch,
+    problems: &[&ControlProblem],
+    z: &[&[f64]],
+    grad: bool,
+) -> Vec<WorldResult> {
+    let w = problems.len();
+    let p0 = problems[0];
+    let (nu, steps, h) = (p0.nu(), p0.steps, p0.h);
+    let device = Default::default();
+    let initial: Vec<State> = problems.iter().map(|p| p.initial.clone()).collect();
+    let controls: Vec<Vec<Vec<f64>>> =
+        problems.iter().zip(z).map(|(p, z)| p.controls(z)).collect();
+    let column = |i: usize, a: usize| -> Vec<f64> { controls.iter().map(|c| c[i][a]).collect() };
+    let host = |x: &[S<Nd>]| -> Vec<Vec<f64>> { x.iter().map(|s| read(s, w)).collect() };
+
+    // Forward, without a tape.
+    let (mut q, mut v) = upload_states::<Nd>(&initial, &device);
+    let mut warm: Option<Vec<S<Nd>>> = None;
+    let mut inputs: Vec<StepInput> = Vec::with_capacity(if grad { steps } else { 0 });
+    let mut unconverged = S::<Nd>::C(0.0);
+    let mut left: Vec<(M<Nd>, String)> = Vec::new();
+    for i in 0..steps {
+        if grad {
+            inputs.push(StepInput {
+                q: host(&q),
+                v: host(&v),
+                warm: warm.as_deref().map(host),
+            });
+        }
+        let u: Vec<S<Nd>> = (0..nu)
+            .map(|a| {
+                S::T(Tensor::from_data(
+                    TensorData::new(column(i, a), [w]),
+                    &device,
+                ))
+            })
+            .collect();
+        let out = soft::step(batch, &q, &v, &u, warm.as_deref(), h);
+        unconverged = unconverged + out.converged.not().indicator();
+        for Outside {
+            pair,
+            worlds,
+            reason,
+        } in out.outside
+        {
+            if matches!(worlds, M::C(false)) {
+                continue;
+            }
+            let pr = &batch.compiled.pairs[pair];
+            let names = &batch.model.geoms;
+            let why = format!(
+                "left the batched engine's scene class: geoms '{}' and '{}': {reason}",
+                names[pr.geoms[0]].name, names[pr.geoms[1]].name
+            );
+            // One accumulated mask per pair and reason.
+            match left.iter_mut().find(|(_, r)| *r == why) {
+                Some((m, _)) => *m = m.or(&worlds),
+                None => left.push((worlds, why)),
+            }
+        }
+        q = out.q;
+        v = out.v;
+        warm = Some(out.qacc);
+    }
+    let (qs, vs) = (host(&q), host(&v));
+    let t = steps as f64 * h;
+    let last: Vec<State> = (0..w)
+        .map(|k| State {
+            q: DVector::from_iterator(qs.len(), qs.iter().map(|c| c[k])),
+            v: DVector::from_iterator(vs.len(), vs.iter().map(|c| c[k])),
+            t,
+        })
+        .collect();
+    let unconverged = read(&unconverged, w);
+    let mut stopped: Vec<Option<String>> = vec![None; w];
+    for (m, why) in &left {
+        for (s, f) in stopped.iter_mut().zip(read_mask(m, w)) {
+            if f && s.is_none() {
+                *s = Some(why.clone());
+            }
+        }
+    }
+    for (s, l) in stopped.iter_mut().zip(&last) {
+        if s.is_none() && !l.is_finite() {
+            *s = Some(format!(
+                "the batched rollout ended with a non-finite state at t = {t:.6} s"
+            ));
+        }
+    }
+
+    // Reverse sweep: the seed is the objective's state gradient per world (zero for a world
+    // that cannot be trusted); each step is re-run on the tape from its stored input, its
+    // output adjoints contracted with the step's outputs, and one backward pass gives the
+    // adjoints of its input state, warm start and controls.
+    let per_step = grad.then(|| {
+        let (nq, nv) = (qs.len(), vs.len());
+        let mut lq = vec![vec![0.0; w]; nq];
+        let mut lv = vec![vec![0.0; w]; nv];
+        for k in (0..w).filter(|&k| stopped[k].is_none()) {
+            let (gq, gv) = problems[k].loss_partials(&last[k]);
+            for (j, g) in gq.iter().enumerate() {
+                lq[j][k] = *g;
+            }
+            for (j, g) in gv.iter().enumerate() {
+                lv[j][k] = *g;
+            }
+        }
+        let mut lw: Option<Vec<Vec<f64>>> = None;
+        let mut out = vec![vec![DVector::zeros(nu); steps]; w];
+        for i in (0..steps).rev() {
+            let inp = &inputs[i];
+            let mut rows: Vec<&[f64]> = Vec::new();
+            rows.extend(inp.q.iter().map(Vec::as_slice));
+            rows.extend(inp.v.iter().map(Vec::as_slice));
+            if let Some(wm) = &inp.warm {
+                rows.extend(wm.iter().map(Vec::as_slice));
+            }
+            let us: Vec<Vec<f64>> = (0..nu).map(|a| column(i, a)).collect();
+            rows.extend(us.iter().map(Vec::as_slice));
+            let n = rows.len();
+            let flat: Vec<f64> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+            // One leaf per step, sliced: separate leaves would each start a graph that
+            // burn-autodiff merges by copying.
+            let x = Tensor::<Ad, 2>::from_data(TensorData::new(flat, [n, w]), &device)
+                .require_grad();
+            let row = |r: usize| S::T(x.clone().slice([r..r + 1, 0..w]).reshape([w]));
+            let q: Vec<S<Ad>> = (0..nq).map(row).collect();
+            let v: Vec<S<Ad>> = (nq..nq + nv).map(row).collect();
+            let warm: Option<Vec<S<Ad>>> = inp
+                .warm
+                .as_ref()
+                .map(|_| (nq + nv..nq + 2 * nv).map(row).collect());
+            let u: Vec<S<Ad>> = (n - nu..n).map(row).collect();
+            let o = soft::step(batch, &q, &v, &u, warm.as_deref(), h);
+            let lam = |x: &[f64]| S::<Ad>::T(Tensor::from_data(TensorData::new(x.to_vec(), [w]), &device));
+            let mut surrogate = S::<Ad>::C(0.0);
+            for (y, l) in o.q.iter().zip(&lq).chain(o.v.iter().zip(&lv)) {
+                surrogate = surrogate + y * &lam(l);
+            }
+            if let Some(lw) = &lw {
+                for (y, l) in o.qacc.iter().zip(lw) {
+                    surrogate = surrogate + y * &lam(l);
+                }
+            }
+            let S::T(s) = surrogate else {
+                // The step's outputs do not depend on its inputs: nothing flows back.
+                lq = vec![vec![0.0; w]; nq];
+                lv = vec![vec![0.0; w]; nv];
+                lw = None;
+                continue;
+            };
+            let grads = s.sum().backward();
+            let g = x
+                .grad(&grads)
+                .map(|g| g.to_data().convert::<f64>().to_vec::<f64>().expect("f64"))
+                .unwrap_or_else(|| vec![0.0; n * w]);
+            let at = |r: usize| g[r * w..(r + 1) * w].to_vec();
+            lq = (0..nq).map(at).collect();
+            lv = (nq..nq + nv).map(at).collect();
+            lw = inp
+                .warm
+                .as_ref()
+                .map(|_| (nq + nv..nq + 2 * nv).map(at).collect());
+            for a in 0..nu {
+                let ga = at(n - nu + a);
+                for k in 0..w {
+                    out[k][i][a] = ga[k];
+                }
+            }
+        }
+        out
+    });
+    let mut per_step = per_step.map(|p| p.into_iter().map(Some).collect::<Vec<_>>());
+    (0..w)
+        .map(|k| WorldResult {
+            last: last[k].clone(),
+            per_step: per_step.as_mut().and_then(|p| p[k].take()),
+            unconverged: unconverged[k].round() as usize,
+            stopped: stopped[k].clone(),
+        })
+        .collect()
+}
+
+/// Roll out the worlds `idx` of `problems` under their knots, in one shard per worker.
+fn rollout(
+    batch: &SoftBatch,
+    problems: &[ControlProblem],
+    z: &[Vec<f64>],
+    idx: &[usize],
+    grad: bool,
+) -> Vec<WorldResult> {
+    let shards = rayon::current_num_threads().clamp(1, idx.len().max(1));
+    let chunk = idx.len().div_ceil(shards).max(1);
+    idx.par_chunks(chunk)
+        .flat_map_iter(|c| {
+            let ps: Vec<&ControlProblem> = c.iter().map(|&i| &problems[i]).collect();
+            let zs: Vec<&[f64]> = c.iter().map(|&i| z[i].as_slice()).collect();
+            rollout_shard(batch, &ps, &zs, grad)
+        })
+        .collect()
+}
+
+/// One instance's loss and knot gradient from a batched rollout.
+#[derive(Debug, Clone)]
+pub struct BatchGradient {
+    /// The final state.
+    pub last: State,
+    /// `dL/dz` (K nu, m²/(rad/s)) of the objective [`ControlProblem::loss`]; `None` for an
+    /// evaluation without a gradient, or a world that cannot be trusted (`stopped`).
+    pub gradient: Option<Vec<f64>>,
+    /// Steps whose solver ended unconverged.
+    pub unconverged: usize,
+    /// Why the world's rollout is not a result: it left the batched engine's scene class, or
+    /// its state became non-finite.
+    pub stopped: Option<String>,
+}
+
+/// The rollouts of `problems` under knots `z` as one batch (module doc) and, with `grad`, each
+/// objective's knot gradient by reverse mode.
+///
+/// # Errors
+/// A formulation the batched soft solvers do not run, a setting they refuse (named), or
+/// problems that do not share their shape.
+pub fn knot_gradients(
+    problems: &[ControlProblem],
+    f: &FormulationChoice,
+    z: &[Vec<f64>],
+    grad: bool,
+) -> Result<Vec<BatchGradient>, String> {
+    let Some(p0) = problems.first() else {
+        return Ok(Vec::new());
+    };
+    check_shapes(problems)?;
+    let batch = soft_batch(f, &p0.model)?;
+    let idx: Vec<usize> = (0..problems.len()).collect();
+    Ok(rollout(&batch, problems, z, &idx, grad)
+        .into_iter()
+        .zip(problems)
+        .map(|(r, p)| BatchGradient {
+            gradient: r.per_step.map(|s| p.knot_gradient(&s)),
+            last: r.last,
+            unconverged: r.unconverged,
+            stopped: r.stopped,
+        })
+        .collect())
+}
+
+fn check_shapes(problems: &[ControlProblem]) -> Result<(), String> {
+    let p0 = &problems[0];
+    if problems.iter().any(|p| {
+        p.steps != p0.steps
+            || p.h != p0.h
+            || p.knots != p0.knots
+            || p.nu() != p0.nu()
+            || p.parametrization != p0.parametrization
+    }) {
+        return Err("autodiff synthesis: the instances of one batch must share timestep, horizon, knots and parametrization".into());
+    }
+    Ok(())
+}
+
+/// Adam on every problem's knots at once (module doc): `z0[i]` are problem i's starting knots;
+/// at most `iterations` updates with step sizes `schedule`. The problems must share the model,
+/// timestep, horizon, knots and parametrization.
+///
+/// # Errors
+/// A formulation the batched soft solvers do not run, a setting they refuse, or problems that
+/// do not share their shape.
+pub fn synthesize_batch(
+    problems: &[ControlProblem],
+    f: &FormulationChoice,
+    z0: &[Vec<f64>],
+    iterations: usize,
+    schedule: Schedule,
+) -> Result<Vec<Synthesis>, String> {
+    let Some(p0) = problems.first() else {
+        return Ok(Vec::new());
+    };
+    check_shapes(problems)?;
+    let batch = soft_batch(f, &p0.model)?;
+    let par = p0.parametrization;
+    par.check(p0.nu())?;
+    let n = problems.len();
+    let mut z: Vec<Vec<f64>> = z0.to_vec();
+    let mut y: Vec<Vec<f64>> = z.iter().map(|z| par.coordinates(z)).collect();
+    let mut adam: Vec<Adam> = z.iter().map(|z| Adam::new(z.len(), schedule.step_size)).collect();
+    let mut out: Vec<Synthesis> = vec![Synthesis::default(); n];
+    let mut running: Vec<usize> = (0..n).collect();
+    for it in 0..=iterations {
+        if running.is_empty() {
+            break;
+        }
+        let t0 = std::time::Instant::now();
+        let grad = it < iterations;
+        let results = rollout(&batch, problems, &z, &running, grad);
+        let wall = t0.elapsed().as_secs_f64();
+        let mut next = Vec::with_capacity(running.len());
+        for (&i, r) in running.iter().zip(results) {
+            let p = &problems[i];
+            let o = &mut out[i];
+            o.wall_s += wall;
+            let success = r.stopped.is_none() && p.success(&r.last);
+            o.losses.push(p.task_loss(&r.last));
+            o.objectives.push(p.loss(&r.last));
+            o.unconverged.push(r.unconverged);
+            o.last = Some(r.last);
+            let g = r.per_step.map(|s| p.knot_gradient(&s));
+            if let Some(g) = &g {
+                o.gradient_norms.push(g.iter().map(|x| x * x).sum::<f64>().sqrt());
+            }
+            if success {
+                o.iterations_to_success = Some(it);
+                continue;
+            }
+            if let Some(why) = r.stopped {
+                o.stopped = Some(format!("iterate {it}: {why}"));
+                continue;
+            }
+            let Some(g) = g else { continue };
+            if !(o.objectives[it].is_finite() && g.iter().all(|x| x.is_finite())) {
+                o.stopped = Some(format!("iterate {it}: non-finite loss or gradient"));
+                continue;
+            }
+            adam[i].step_size = schedule.at(it + 1);
+            adam[i].step(&mut y[i], &par.gradient(&g));
+            let bound = p.bound();
+            z[i] = par.knots(&y[i]).into_iter().map(|x| x.clamp(-bound, bound)).collect();
+            y[i] = par.coordinates(&z[i]);
+            next.push(i);
+        }
+        running = next;
+    }
+    for (o, z) in out.iter_mut().zip(z) {
+        o.knots = z;
+    }
+    Ok(out)
+}
