@@ -742,7 +742,10 @@ fn physical_check(
 }
 
 /// The cell's problem and starting knots.
-fn cell_problem(plan: &ControlPlan, cell: &ControlCell) -> Result<(ControlProblem, Vec<f64>), String> {
+fn cell_problem(
+    plan: &ControlPlan,
+    cell: &ControlCell,
+) -> Result<(ControlProblem, Vec<f64>), String> {
     let mut p = ControlProblem::box_traversal(&cell.scene_params, cell.timestep_s, plan.spec.knots)
         .map_err(|e| e.to_string())?;
     p.yaw_weight = plan.spec.yaw_weight;
@@ -826,7 +829,10 @@ pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> 
 }
 
 /// Set a row's status and reason from a cell's outcome and fill the columns it left empty.
-fn finish(row: &mut Row, out: Result<Result<Option<String>, String>, Box<dyn std::any::Any + Send>>) {
+fn finish(
+    row: &mut Row,
+    out: Result<Result<Option<String>, String>, Box<dyn std::any::Any + Send>>,
+) {
     let (status, reason) = match out {
         Ok(Ok(stopped)) => ("ok", stopped.unwrap_or_default()),
         Ok(Err(why)) => ("failed", why),
@@ -853,6 +859,14 @@ fn record(
     s: &cs::Synthesis,
     row: &mut Row,
 ) -> Result<Option<String>, String> {
+    if !s.losses.first().is_some_and(|l| l.is_finite()) {
+        // Not even the starting iterate has a result (a rollout that diverged or left the
+        // engine's scene class at once): a failed cell, not an ok one with NaN losses.
+        return Err(s
+            .stopped
+            .clone()
+            .unwrap_or_else(|| "the starting iterate's loss is not finite".into()));
+    }
     // The last iterate's rollout (the successful one, if any) under the harness's divergence
     // rules, which the synthesis's own rollouts do not apply: a success that sinks a wheel
     // into the ground is not one.
@@ -962,6 +976,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     let first_error: Mutex<Option<ResultsError>> = Mutex::new(None);
     // Batched methods: one batch per (formulation, method, parametrization, timestep) of the
     // cells left to run.
+    let total = todo.len();
     let (batched, single): (Vec<&ControlCell>, Vec<&ControlCell>) =
         todo.iter().partition(|c| c.method.batched());
     let mut batches: Vec<Vec<&ControlCell>> = Vec::new();
@@ -1024,8 +1039,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
             let n = finished.fetch_add(1, Ordering::SeqCst) + 1;
             if opts.progress {
                 eprintln!(
-                    "{n}/{} {} {} {} seed {}: success {} final loss {:.4} m^2, {:.2} s/iteration",
-                    todo.len(),
+                    "{n}/{total} {} {} {} seed {}: success {} final loss {:.4} m^2, {:.2} s/iteration",
                     cell.label,
                     cell.method.name(),
                     cell.parametrization.name(),
@@ -1173,6 +1187,9 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
             fmt(if rollouts > 0.0 { unconv / rollouts } else { f64::NAN }),
             rs.len() - ok.len(),
         );
+    }
+    if rows.iter().any(|r| r.u64("batch_worlds") > 0) {
+        s += "\nA batched method's (`autodiff`) wall time per iteration is the whole batch's: every instance still running, rolled out and differentiated at once (the batch's size is the column `batch_worlds`; it shrinks as instances succeed). The other methods' is one instance's. An iteration is one evaluated iterate (forward and gradient); the time per iteration is the synthesis's wall time over its evaluated iterates.\n";
     }
     s += "\n## Cells\n\n| scene | formulation | method | controls | h (s) | seed | success | iterations to success | initial loss | final loss | position error (m) | speed (m/s) | unconverged (max per rollout) | s/iteration | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows.iter().take(crate::report::MAX_CELL_ROWS) {

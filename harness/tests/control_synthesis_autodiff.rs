@@ -40,12 +40,22 @@ fn autodiff_instances_run_as_one_batch_beside_the_adjoint() {
             serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
         })
         .collect();
-    assert_eq!(rows.len(), 4, "ncp_fb × adjoint and soft_convex × autodiff, 2 instances each");
+    assert_eq!(
+        rows.len(),
+        4,
+        "ncp_fb × adjoint and soft_convex × autodiff, 2 instances each"
+    );
     for r in &rows {
-        let (f, m) = (r["formulation"].as_str().unwrap(), r["method"].as_str().unwrap());
+        let (f, m) = (
+            r["formulation"].as_str().unwrap(),
+            r["method"].as_str().unwrap(),
+        );
         assert_eq!(r["status"], "ok", "{f} {m}: {}", r["reason"]);
         let curve: Vec<f64> = serde_json::from_str(r["loss_curve"].as_str().unwrap()).unwrap();
-        assert!(!curve.is_empty() && curve.iter().all(|l| l.is_finite()), "{curve:?}");
+        assert!(
+            !curve.is_empty() && curve.iter().all(|l| l.is_finite()),
+            "{curve:?}"
+        );
         match (f, m) {
             ("ncp_fb", "adjoint") => assert_eq!(r["batch_worlds"], 0),
             ("soft_convex", "autodiff") => {

@@ -5,8 +5,14 @@ use contactlab_scenarios::control_synthesis_batched::knot_gradients;
 use serde_json::json;
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
-    let (worlds, steps) = (args.first().copied().unwrap_or(1), args.get(1).copied().unwrap_or(10));
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let (worlds, steps) = (
+        args.first().copied().unwrap_or(1),
+        args.get(1).copied().unwrap_or(10),
+    );
     let name = std::env::var("CS_FORMULATION").unwrap_or_else(|_| "soft_convex".into());
     let problems: Vec<ControlProblem> = (1..=worlds as u64)
         .map(|seed| {
@@ -17,9 +23,18 @@ fn main() {
         })
         .collect();
     let z: Vec<Vec<f64>> = problems.iter().map(|p| p.initial_knots(0.35)).collect();
-    let f = FormulationChoice { name, params: json!({"integrator": "implicitfast"}) };
+    let f = FormulationChoice {
+        name,
+        params: json!({"integrator": "implicitfast"}),
+    };
     let t = std::time::Instant::now();
     let g = knot_gradients(&problems, &f, &z, true).unwrap();
     let s = t.elapsed().as_secs_f64();
-    println!("{worlds} worlds, {steps} steps: {s:.3} s ({:.4} s per step), |g| of world 0 {:.6e}", s / steps as f64, g[0].gradient.as_ref().map_or(f64::NAN, |g| g.iter().map(|x| x * x).sum::<f64>().sqrt()));
+    println!(
+        "{worlds} worlds, {steps} steps: {s:.3} s ({:.4} s per step), |g| of world 0 {:.6e}",
+        s / steps as f64,
+        g[0].gradient
+            .as_ref()
+            .map_or(f64::NAN, |g| g.iter().map(|x| x * x).sum::<f64>().sqrt())
+    );
 }

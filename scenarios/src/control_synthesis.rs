@@ -1090,9 +1090,12 @@ mod tests {
             GradientMethod::parse("adjoint_lagged"),
             Ok(GradientMethod::AdjointLagged)
         );
-        let e = GradientMethod::parse("autodiff").unwrap_err();
-        assert!(e.contains("fd_central"), "{e}");
+        let e = GradientMethod::parse("autodif").unwrap_err();
+        assert!(e.contains("fd_central") && e.contains("autodiff"), "{e}");
         assert!(!GradientMethod::Adjoint.available_for("penalty"));
         assert!(GradientMethod::FdCentral.available_for("penalty"));
+        assert!(GradientMethod::Autodiff.available_for("signorini"));
+        assert!(!GradientMethod::Autodiff.available_for("ncp_fb"));
+        assert!(GradientMethod::Autodiff.batched() && !GradientMethod::Adjoint.batched());
     }
 }

@@ -48,7 +48,11 @@ fn robot_difference(name: &str, params: &Value, seeds: &[u64], h: f64, horizon: 
         }
         let reports = batched.step(&u, h, true);
         for (w, r) in reports.iter().enumerate() {
-            assert!(r.diverged.is_none(), "world {w}, step {step}: {:?}", r.diverged);
+            assert!(
+                r.diverged.is_none(),
+                "world {w}, step {step}: {:?}",
+                r.diverged
+            );
         }
         for ((_, s), b) in cpu.iter().zip(batched.read_states()) {
             let d = (&s.q - &b.q).amax();
@@ -68,11 +72,13 @@ fn box_traversal_under_implicitfast_agrees_with_the_cpu_engine() {
         println!("{name}, box_traversal, 5 worlds, h = 50 ms, 6 s: max |qpos difference| {d:.3e}, final x {x:.4} m");
         // Crossed: at least 0.5 m past the box's far face (x = 1.74 m), the usability test's
         // distance.
-        assert!(x > 2.24, "{name}: the nominal robot did not cross the box (x = {x})");
+        assert!(
+            x > 2.24,
+            "{name}: the nominal robot did not cross the box (x = {x})"
+        );
         assert!(d <= 1e-9, "{name}: {d:e}");
     }
 }
-
 
 /// A world where the cpu engine would collide by a rule the batched engine lacks ends with the
 /// reason naming the pair: the robot rolled onto its side (a wheel's cap on the ground), and

@@ -87,9 +87,15 @@ fn batched_adam_lowers_every_instance_objective() {
     )
     .unwrap();
     for (i, s) in s.iter().enumerate() {
-        println!("instance {i}: objectives {:?}, stopped {:?}", s.objectives, s.stopped);
+        println!(
+            "instance {i}: objectives {:?}, stopped {:?}",
+            s.objectives, s.stopped
+        );
         assert!(s.stopped.is_none(), "{:?}", s.stopped);
         let (first, last) = (s.objectives[0], *s.objectives.last().unwrap());
-        assert!(s.success() || last < first, "instance {i}: {first} -> {last}");
+        assert!(
+            s.success() || last < first,
+            "instance {i}: {first} -> {last}"
+        );
     }
 }

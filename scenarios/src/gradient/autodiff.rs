@@ -6,7 +6,9 @@
 //! For soft_convex and signorini the tape holds every solver iteration and every line-search
 //! evaluation of every step ([`contactlab_solvers::batched::soft`], with the warm start carried
 //! from step to step), so the gradient is that of the computed map, solver truncation
-//! included, as a finite difference of the cpu engine sees it. Only states and controls are
+//! included, as a finite difference of the cpu engine sees it; it is recorded one step at a
+//! time over the stored step inputs ([`sweep`]: one tape over the whole rollout costs time
+//! quadratic in its length in burn-autodiff 0.21). Only states and controls are
 //! leaves there: the soft model's parameters are host constants
 //! ([`super::methods::availability_for`] refuses them as inputs).
 //!
@@ -30,7 +32,7 @@
 use contactlab_solvers::batched::burn_tensor::{Tensor, TensorData};
 use contactlab_solvers::batched::penalty::{step, Batch, PairCoefficients};
 use contactlab_solvers::batched::scalar::S;
-use contactlab_solvers::batched::soft::{self, SoftBatch};
+use contactlab_solvers::batched::soft::{sweep, SoftBatch};
 use contactlab_solvers::batched::{AutodiffF64, NdArrayF64};
 use contactlab_solvers::formulation::parse_params;
 use contactlab_solvers::penalty::{Penalty, PenaltyParams};
@@ -157,37 +159,61 @@ fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<G
         }
         other => return Err(format!("autodiff: formulation '{other}' is not batched")),
     };
-    let batch = SoftBatch::new(&problem.model, &params, signorini)?;
-    let Rollout {
-        mut q,
-        mut v,
-        controls,
-        leaves,
-    } = leaves(problem, |_, _| {
-        Err(format!(
+    let mut batch = SoftBatch::new(&problem.model, &params, signorini)?;
+    // Candidates no world has are dropped per step (the same numbers, a shorter tape).
+    batch.skip_idle_candidates = true;
+    if let Some(i) = problem
+        .inputs
+        .iter()
+        .position(|i| matches!(i, Input::Param(_)))
+    {
+        let _ = i;
+        return Err(format!(
             "autodiff: a model parameter is a constant of the batched {name} model"
-        ))
-    })?;
-    let mut warm: Option<Vec<S<Ad>>> = None;
-    let mut unconverged = 0;
-    for u in &controls {
-        let out = soft::step(&batch, &q, &v, u, warm.as_deref(), problem.h);
-        if !out.converged.any_true() {
-            unconverged += 1;
-        }
-        q = out.q;
-        v = out.v;
-        warm = Some(out.qacc);
+        ));
     }
-    let mut g = backward(
-        problem,
-        &q,
-        &v,
-        &leaves,
-        &format!("burn-ndarray f64 reverse mode through the batched {name} (every solver and line-search iteration)"),
-    )?;
-    g.unconverged = unconverged;
-    Ok(g)
+    let nu = problem.model.actuators.len();
+    // (steps × nu × 1)
+    let controls: Vec<Vec<Vec<f64>>> = (0..problem.steps)
+        .map(|k| {
+            let mut u = vec![0.0; nu];
+            super::control_into(&problem.controls, k, &mut u);
+            u.into_iter().map(|x| vec![x]).collect()
+        })
+        .collect();
+    let fwd = sweep::forward(
+        &batch,
+        std::slice::from_ref(&problem.initial),
+        &controls,
+        problem.h,
+    );
+    if let Some(why) = &fwd.stopped[0] {
+        return Err(format!("{why} (after {} steps)", problem.steps));
+    }
+    let (gq, gv) = problem.loss.state_gradient(&fwd.last[0]);
+    let col = |g: &DVector<f64>| g.iter().map(|x| vec![*x]).collect::<Vec<_>>();
+    let adj = sweep::backward(&batch, &fwd, &controls, problem.h, col(&gq), col(&gv));
+    let gradient = problem
+        .inputs
+        .iter()
+        .map(|input| match input {
+            Input::Qpos(k) => adj.q0[*k][0],
+            Input::Qvel(k) => adj.v0[*k][0],
+            Input::Control { step, actuator } => adj
+                .controls
+                .get(*step)
+                .and_then(|u| u.get(*actuator))
+                .map_or(0.0, |a| a[0]),
+            Input::Param(_) => unreachable!("refused above"),
+        })
+        .collect();
+    Ok(Gradient {
+        gradient,
+        wall_s: 0.0,
+        rollouts: 1,
+        unconverged: fwd.unconverged[0],
+        note: format!("burn-ndarray f64 reverse mode through the batched {name} (every solver and line-search iteration), by a per-step sweep over the stored step inputs"),
+    })
 }
 
 /// The leaves and initial tensors of a rollout: positions, velocities and controls as

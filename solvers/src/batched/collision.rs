@@ -167,6 +167,30 @@ pub fn pair_candidates<B: Backend>(
     }
 }
 
+/// The candidates of every pair of `compiled` (in pair order) with each pair's detection
+/// distance (its mixed `margin + gap`), and the worlds where a pair left the class
+/// ([`pair_candidates`]).
+pub fn all_candidates<B: Backend>(
+    model: &Model,
+    compiled: &crate::compiled::CompiledModel,
+    k: &Kin<B>,
+) -> (Vec<Candidate<B>>, Vec<Outside<B>>) {
+    let (mut cands, mut outside) = (Vec::new(), Vec::new());
+    for (i, pr) in compiled.pairs.iter().enumerate() {
+        let detect = pr.material.margin + pr.material.gap;
+        pair_candidates(
+            model,
+            k,
+            i,
+            (pr.geoms[0], pr.geoms[1]),
+            detect,
+            &mut cands,
+            &mut outside,
+        );
+    }
+    (cands, outside)
+}
+
 /// `√x` for x ≥ 0 whose derivative stays finite where x = 0 (its branch then uses √1).
 pub(crate) fn safe_sqrt<B: Backend>(x: &S<B>) -> S<B> {
     let pos = x.gt(&S::C(0.0));

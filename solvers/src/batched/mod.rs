@@ -194,9 +194,7 @@ pub(crate) fn outside_reasons<B: Backend>(
     t: f64,
 ) -> Vec<Option<String>> {
     let mut reasons = vec![None; len];
-    let any = outside
-        .iter()
-        .fold(M::C(false), |acc, o| acc.or(&o.worlds));
+    let any = outside.iter().fold(M::C(false), |acc, o| acc.or(&o.worlds));
     if !any.any_true() {
         return reasons;
     }

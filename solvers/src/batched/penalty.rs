@@ -14,7 +14,7 @@
 
 use burn_tensor::backend::Backend;
 
-use super::collision::{pair_candidates, Candidate, Outside};
+use super::collision::{all_candidates, Candidate, Outside};
 use super::dynamics::{
     cholesky_solve, integrate_positions, mass_matrix, point_velocity, smooth, velocities,
 };
@@ -252,19 +252,8 @@ pub fn step_with<B: Backend>(
     let mut contacts = Vec::new();
     let mut outside = Vec::new();
     if !model.options.disable.contact {
-        let mut cands = Vec::new();
-        for (i, pr) in b.compiled.pairs.iter().enumerate() {
-            let detect = pr.material.margin + pr.material.gap;
-            pair_candidates(
-                model,
-                &k,
-                i,
-                (pr.geoms[0], pr.geoms[1]),
-                detect,
-                &mut cands,
-                &mut outside,
-            );
-        }
+        let (mut cands, out) = all_candidates(model, &b.compiled, &k);
+        outside = out;
         if b.skip_idle_contacts
             && !cands
                 .iter()

@@ -27,7 +27,11 @@ use burn_tensor::backend::Backend;
 
 use super::collision::{safe_sqrt, Candidate, Outside};
 use super::scalar::{M, S};
-use super::spatial::{add3, column, dot3, mat_t_vec, mat_vec, qmat, scale3, sub3, M3, Q4, V3};
+// `qmul`'s order of operations is the one nalgebra's `Quaternion` `Mul` and glam's
+// `DQuat::mul_quat` share.
+use super::spatial::{
+    add3, column, dot3, mat_t_vec, mat_vec, qmat, qmul, scale3, sub3, M3, Q4, V3,
+};
 use crate::collision::cylinder_box::MAX_SKEW;
 use crate::collision::narrow_phase::DUPLICATE_DISTANCE;
 use crate::model::Vec3;
@@ -65,7 +69,9 @@ struct End<B: Backend> {
 
 /// Push the two slots of a line contact (module doc) for `pair`.
 fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Candidate<B>>) {
-    let same = (S::C(1.0) - dot3(&e0.normal, &e1.normal)).gt(&S::C(SAME_NORMAL)).not();
+    let same = (S::C(1.0) - dot3(&e0.normal, &e1.normal))
+        .gt(&S::C(SAME_NORMAL))
+        .not();
     let both = e0.found.and(&e1.found).and(&same);
     // The deepest end, the first of equals (`min_by` on the gaps).
     let first_deeper = e1.gap.lt(&e0.gap).not();
@@ -89,19 +95,6 @@ fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Ca
         normal: e1.normal,
         gap: e1.gap,
     });
-}
-
-/// The quaternion product `a b`, `[w, x, y, z]`, in the order of operations that nalgebra's
-/// `Quaternion` `Mul` and glam's `DQuat::mul_quat` share.
-fn na_qmul<B: Backend>(a: &Q4<B>, b: &Q4<B>) -> Q4<B> {
-    let [w0, x0, y0, z0] = a;
-    let [w1, x1, y1, z1] = b;
-    [
-        w0 * w1 - x0 * x1 - y0 * y1 - z0 * z1,
-        w0 * x1 + x0 * w1 + y0 * z1 - z0 * y1,
-        w0 * y1 - x0 * z1 + y0 * w1 + z0 * x1,
-        w0 * z1 + x0 * y1 - y0 * x1 + z0 * w1,
-    ]
 }
 
 /// The conjugate (glam's inverse of a unit quaternion).
@@ -144,7 +137,7 @@ impl<B: Backend> Pose<B> {
     pub fn of_geom(pos: &V3<B>, quat: &Q4<B>, offset: &crate::model::Quat) -> Self {
         Self {
             t: pos.clone(),
-            r: na_qmul(quat, &super::spatial::q4c(offset)),
+            r: qmul(quat, &super::spatial::q4c(offset)),
         }
     }
 
@@ -153,7 +146,7 @@ impl<B: Backend> Pose<B> {
         let inv = conj(&self.r);
         Self {
             t: glam_rot(&inv, &sub3(&other.t, &self.t)),
-            r: na_qmul(&inv, &other.r),
+            r: qmul(&inv, &other.r),
         }
     }
 

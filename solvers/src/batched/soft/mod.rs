@@ -29,12 +29,13 @@ pub mod cost;
 pub mod rows;
 pub mod solver;
 pub mod stepper;
+pub mod sweep;
 
 pub use stepper::BatchedSoft;
 
 use burn_tensor::backend::Backend;
 
-use super::collision::{pair_candidates, Candidate, Outside};
+use super::collision::{all_candidates, Candidate, Outside};
 use super::dynamics::{
     cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix, smooth,
 };
@@ -113,9 +114,10 @@ impl SoftBatch {
                     model.joints[j].name
                 ));
             }
-            let servo_clamped = model.actuators.iter().find(|a| {
-                a.force_range.is_some() && !matches!(a.kind, ActuatorKind::Motor)
-            });
+            let servo_clamped = model
+                .actuators
+                .iter()
+                .find(|a| a.force_range.is_some() && !matches!(a.kind, ActuatorKind::Motor));
             if let Some(a) = servo_clamped {
                 return Err(format!(
                     "integrator implicitfast with actuator '{}' (a servo with a force range, whose derivative the clamp cuts): not batched; use euler or the cpu engine",
@@ -134,7 +136,9 @@ impl SoftBatch {
             for a in &model.actuators {
                 let kv = match a.kind {
                     ActuatorKind::Motor => continue,
-                    ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => kv,
+                    ActuatorKind::PositionServo { kv, .. } | ActuatorKind::VelocityServo { kv } => {
+                        kv
+                    }
                 };
                 update_damping[model.joints[a.joint].dof_adr] += kv * a.gear * a.gear;
             }
@@ -232,22 +236,12 @@ pub fn step<B: Backend>(
     let mass_l = cholesky_factor(&mass);
     let a0 = cholesky_apply(&mass_l, &f_s);
 
-    let mut cands: Vec<Candidate<B>> = Vec::new();
-    let mut outside = Vec::new();
-    if !model.options.disable.contact {
-        for (i, pr) in b.compiled.pairs.iter().enumerate() {
-            let detect = pr.material.margin + pr.material.gap;
-            pair_candidates(
-                model,
-                &k,
-                i,
-                (pr.geoms[0], pr.geoms[1]),
-                detect,
-                &mut cands,
-                &mut outside,
-            );
-        }
-    }
+    let (mut cands, outside): (Vec<Candidate<B>>, Vec<Outside<B>>) =
+        if model.options.disable.contact {
+            (Vec::new(), Vec::new())
+        } else {
+            all_candidates(model, &b.compiled, &k)
+        };
     if b.skip_idle_candidates {
         cands.retain(|c| c.found.any_true());
     }

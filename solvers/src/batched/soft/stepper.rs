@@ -9,7 +9,8 @@ use super::rows::{frame_force, frame_velocity};
 use super::{step, SoftBatch, StepOut};
 use crate::batched::scalar::S;
 use crate::batched::{
-    download, download_mask, outside_reasons, shard_controls, shard_ranges, shard_states, upload_states,
+    download, download_mask, outside_reasons, shard_controls, shard_ranges, shard_states,
+    upload_states,
 };
 use crate::engine::Stepper;
 use crate::features::IgnoredFeature;
