@@ -836,7 +836,10 @@ fn finish(
     let (status, reason) = match out {
         Ok(Ok(stopped)) => ("ok", stopped.unwrap_or_default()),
         Ok(Err(why)) => ("failed", why),
-        Err(_) => ("failed", "panicked".to_string()),
+        Err(p) => (
+            "failed",
+            format!("panicked: {}", crate::runner::panic_text(&p)),
+        ),
     };
     row.set_str("status", status);
     row.set_str("reason", reason);

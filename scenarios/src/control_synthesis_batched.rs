@@ -179,7 +179,7 @@ pub fn knot_gradients(
     let Some(p0) = problems.first() else {
         return Ok(Vec::new());
     };
-    check_shapes(problems)?;
+    check_shapes(problems, z)?;
     let batch = soft_batch(f, &p0.model)?;
     let idx: Vec<usize> = (0..problems.len()).collect();
     Ok(rollout(&batch, problems, z, &idx, grad)
@@ -194,8 +194,11 @@ pub fn knot_gradients(
         .collect())
 }
 
-fn check_shapes(problems: &[ControlProblem]) -> Result<(), String> {
+fn check_shapes(problems: &[ControlProblem], z: &[Vec<f64>]) -> Result<(), String> {
     let p0 = &problems[0];
+    if z.len() != problems.len() || z.iter().zip(problems).any(|(z, p)| z.len() != p.len()) {
+        return Err("autodiff synthesis: one knot vector of K nu entries per instance".into());
+    }
     if problems.iter().any(|p| {
         p.steps != p0.steps
             || p.h != p0.h
@@ -225,7 +228,7 @@ pub fn synthesize_batch(
     let Some(p0) = problems.first() else {
         return Ok(Vec::new());
     };
-    check_shapes(problems)?;
+    check_shapes(problems, z0)?;
     let batch = soft_batch(f, &p0.model)?;
     let par = p0.parametrization;
     par.check(p0.nu())?;

@@ -162,12 +162,7 @@ fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<G
     let mut batch = SoftBatch::new(&problem.model, &params, signorini)?;
     // Candidates no world has are dropped per step (the same numbers, a shorter tape).
     batch.skip_idle_candidates = true;
-    if let Some(i) = problem
-        .inputs
-        .iter()
-        .position(|i| matches!(i, Input::Param(_)))
-    {
-        let _ = i;
+    if problem.inputs.iter().any(|i| matches!(i, Input::Param(_))) {
         return Err(format!(
             "autodiff: a model parameter is a constant of the batched {name} model"
         ));
