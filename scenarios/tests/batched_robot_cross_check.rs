@@ -80,6 +80,21 @@ fn box_traversal_under_implicitfast_agrees_with_the_cpu_engine() {
     }
 }
 
+/// The batched penalty on the robot: its own semi-implicit Euler, so at a timestep inside its
+/// stable plateau (0.5 ms; spec `ncp_fb_and_penalty.md` §4.5), with the same contact
+/// candidates as the soft solvers (the wheels' merged line contacts, the wheel–box closed
+/// form), over the whole crossing.
+#[test]
+fn box_traversal_penalty_agrees_with_the_cpu_engine() {
+    let (d, x) = robot_difference("penalty", &json!({}), &[0, 1, 2], 5e-4, 6.0);
+    println!("penalty, box_traversal, 3 worlds, h = 0.5 ms, 6 s: max |qpos difference| {d:.3e}, final x {x:.4} m");
+    assert!(
+        x > 2.24,
+        "penalty: the nominal robot did not cross the box (x = {x})"
+    );
+    assert!(d <= 1e-9, "penalty: {d:e}");
+}
+
 /// A world where the cpu engine would collide by a rule the batched engine lacks ends with the
 /// reason naming the pair: the robot rolled onto its side (a wheel's cap on the ground), and
 /// its chassis box dropped onto the obstacle box (box–box). The other worlds go on.
