@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The throughput study on a machine with an NVIDIA GPU (issue 15): builds the harness with the
-# GPU engines (`--features cuda,wgpu`) and runs configs/throughput.yaml (or the file given) into
-# OUT, so that the burn-cuda and burn-wgpu cells run beside the cpu and burn-ndarray ones.
+# The throughput studies on a machine with an NVIDIA GPU (issues 15, 17): builds the harness
+# with the GPU engines (`--features cuda,wgpu`) and runs configs/throughput.yaml (box_drop) and
+# configs/throughput_robot.yaml (the wheeled robot), or the files given, into OUT, so that the
+# burn-cuda and burn-wgpu cells run beside the cpu and burn-ndarray ones.
 #
-#   scripts/gpu_throughput.sh OUT [CONFIG]      # e.g. scripts/gpu_throughput.sh /data/tp
+#   scripts/gpu_throughput.sh OUT [CONFIG...]   # e.g. scripts/gpu_throughput.sh /data/tp
 #
 # Needs: a Rust toolchain (1.85+) with the crates.io registry, the NVIDIA driver (its libcuda,
 # as `nvidia-smi` shows), python3 with venv and pip to reach PyPI, and for burn-wgpu a Vulkan
@@ -14,17 +15,23 @@
 # system-wide. Results: OUT/<experiment name>/ (report.md, runs.parquet, figures/).
 set -euo pipefail
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: $0 OUT [CONFIG]   (CONFIG defaults to configs/throughput.yaml)" >&2
+if [ $# -lt 1 ]; then
+    echo "usage: $0 OUT [CONFIG...]   (default: configs/throughput.yaml configs/throughput_robot.yaml)" >&2
     exit 2
 fi
 out="$1"
+shift
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-config="${2:-$repo/configs/throughput.yaml}"
-[ -f "$config" ] || { echo "$0: no experiment file $config" >&2; exit 2; }
+if [ $# -eq 0 ]; then
+    set -- "$repo/configs/throughput.yaml" "$repo/configs/throughput_robot.yaml"
+fi
+configs=()
+for config in "$@"; do
+    [ -f "$config" ] || { echo "$0: no experiment file $config" >&2; exit 2; }
+    configs+=("$(cd "$(dirname "$config")" && pwd)/$(basename "$config")")
+done
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
 cd "$repo"
 
 # 1. The GPU and its driver.
@@ -56,6 +63,8 @@ echo "NVRTC: $nvrtc_lib"
 cargo build --release --locked --workspace --features contactlab-harness/cuda,contactlab-harness/wgpu
 bin="$repo/target/release/contactlab"
 "$bin" list | sed -n '/^ENGINES/,/^$/p'
-start=$(date +%s)
-"$bin" run "$config" --out "$out" --fresh
-echo "throughput study: $(( $(date +%s) - start )) s; results under $out"
+for config in "${configs[@]}"; do
+    start=$(date +%s)
+    "$bin" run "$config" --out "$out" --fresh
+    echo "$(basename "$config"): $(( $(date +%s) - start )) s; results under $out"
+done

@@ -683,7 +683,7 @@ fn autodiff_gradient(
         gradient: g.gradient.unwrap_or_else(|| vec![f64::NAN; p.len()]),
         success: g.stopped.is_none() && p.success(&g.last),
         last: g.last,
-        unconverged_at: Vec::new(),
+        unconverged_at: g.unconverged_at,
         diverged: g.stopped,
         rollouts: 2,
     })

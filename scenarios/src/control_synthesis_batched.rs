@@ -44,7 +44,8 @@ struct WorldResult {
     last: State,
     /// `∂L/∂u_i` (N × nu), `None` for an evaluation without a gradient.
     per_step: Option<Vec<DVector<f64>>>,
-    unconverged: usize,
+    /// Steps whose solver ended unconverged (indices).
+    unconverged_at: Vec<usize>,
     /// Why the world cannot be trusted: left the class, or a non-finite state.
     stopped: Option<String>,
 }
@@ -124,7 +125,7 @@ fn rollout_shard(
         .map(|k| WorldResult {
             last: fwd.last[k].clone(),
             per_step: per_step.as_mut().and_then(|p| p[k].take()),
-            unconverged: fwd.unconverged[k],
+            unconverged_at: fwd.unconverged_at[k].clone(),
             stopped: fwd.stopped[k].clone(),
         })
         .collect()
@@ -157,8 +158,8 @@ pub struct BatchGradient {
     /// `dL/dz` (K nu, m²/(rad/s)) of the objective [`ControlProblem::loss`]; `None` for an
     /// evaluation without a gradient, or a world that cannot be trusted (`stopped`).
     pub gradient: Option<Vec<f64>>,
-    /// Steps whose solver ended unconverged.
-    pub unconverged: usize,
+    /// Steps whose solver ended unconverged (indices; t = (i + 1) h after step i).
+    pub unconverged_at: Vec<usize>,
     /// Why the world's rollout is not a result: it left the batched engine's scene class, or
     /// its state became non-finite.
     pub stopped: Option<String>,
@@ -188,7 +189,7 @@ pub fn knot_gradients(
         .map(|(r, p)| BatchGradient {
             gradient: r.per_step.map(|s| p.knot_gradient(&s)),
             last: r.last,
-            unconverged: r.unconverged,
+            unconverged_at: r.unconverged_at,
             stopped: r.stopped,
         })
         .collect())
@@ -257,7 +258,7 @@ pub fn synthesize_batch(
             let success = r.stopped.is_none() && p.success(&r.last);
             o.losses.push(p.task_loss(&r.last));
             o.objectives.push(p.loss(&r.last));
-            o.unconverged.push(r.unconverged);
+            o.unconverged.push(r.unconverged_at.len());
             o.last = Some(r.last);
             let g = r.per_step.map(|s| p.knot_gradient(&s));
             if let Some(g) = &g {

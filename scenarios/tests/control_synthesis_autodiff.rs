@@ -50,6 +50,10 @@ fn autodiff_knot_gradient_matches_central_differences_of_the_cpu_engine() {
                 p.loss(&o.last)
             };
             assert!((p.loss(&a.last) - loss(z)).abs() <= 1e-9);
+            // The batched solver follows the cpu solver's path: the same steps end unconverged.
+            let mut fm = f.build().unwrap();
+            let cpu = simulate(fm.as_mut(), p, z);
+            assert_eq!(a.unconverged_at, cpu.unconverged_at, "{name}");
             let g = a.gradient.as_ref().unwrap();
             let scale = g.iter().map(|x| x * x).sum::<f64>().sqrt();
             let mut err: f64 = 0.0;

@@ -206,7 +206,7 @@ fn soft_gradient(problem: &Problem, formulation: FormulationRef<'_>) -> Result<G
         gradient,
         wall_s: 0.0,
         rollouts: 1,
-        unconverged: fwd.unconverged[0],
+        unconverged: fwd.unconverged_at[0].len(),
         note: format!("burn-ndarray f64 reverse mode through the batched {name} (every solver and line-search iteration), by a per-step sweep over the stored step inputs"),
     })
 }

@@ -39,8 +39,9 @@ pub struct Forward {
     inputs: Vec<StepInput>,
     /// Final states, one per world.
     pub last: Vec<State>,
-    /// Steps whose solver ended unconverged, per world.
-    pub unconverged: Vec<usize>,
+    /// Per world, the steps whose solver ended unconverged (indices; the state after step
+    /// `i` is at `t₀ + (i + 1) h`).
+    pub unconverged_at: Vec<Vec<usize>>,
     /// Per world, why its rollout is not a result: it left the batched engine's scene class
     /// (the pair and reason), or its final state is non-finite.
     pub stopped: Vec<Option<String>>,
@@ -85,7 +86,7 @@ pub fn forward(
     let (mut q, mut v) = upload_states::<Nd>(initial, &device);
     let mut warm: Option<Vec<S<Nd>>> = None;
     let mut inputs = Vec::with_capacity(controls.len());
-    let mut unconverged = S::<Nd>::C(0.0);
+    let mut unconverged_at: Vec<Vec<usize>> = vec![Vec::new(); w];
     let mut left: Vec<(M<Nd>, String)> = Vec::new();
     for u in controls {
         inputs.push(StepInput {
@@ -98,7 +99,12 @@ pub fn forward(
             .map(|c| S::T(Tensor::from_data(TensorData::new(c.clone(), [w]), &device)))
             .collect();
         let out = step(batch, &q, &v, &u, warm.as_deref(), h);
-        unconverged = unconverged + out.converged.not().indicator();
+        // One readback per step, as the step's input above.
+        for (k, c) in mask(&out.converged, w).into_iter().enumerate() {
+            if !c {
+                unconverged_at[k].push(inputs.len() - 1);
+            }
+        }
         for o in out.outside {
             if matches!(o.worlds, M::C(false)) {
                 continue;
@@ -153,10 +159,7 @@ pub fn forward(
     Forward {
         inputs,
         last,
-        unconverged: host(&[unconverged], w)[0]
-            .iter()
-            .map(|x| x.round() as usize)
-            .collect(),
+        unconverged_at,
         stopped,
     }
 }
