@@ -326,18 +326,29 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
             || (matches!(a.shape, GeomShape::Sphere { .. })
                 && matches!(b.shape, GeomShape::Box { .. }))
             || (wheel(a) && matches!(b.shape, GeomShape::Box { .. }))
+            // A static height field against a wheel (`batched::height_field`); against a box
+            // admitted without a rule, as box–box below.
+            || (matches!(a.shape, GeomShape::HeightField { .. })
+                && a.body == 0
+                && (wheel(b) || matches!(b.shape, GeomShape::Box { .. })))
             // Admitted without a collision rule: the worlds where they come within reach end
             // with the reason (`batched::collision::Outside`).
             || (matches!(a.shape, GeomShape::Box { .. }) && matches!(b.shape, GeomShape::Box { .. }))
             || (wheel(a) && wheel(b));
+        if !ok && matches!(a.shape, GeomShape::HeightField { .. }) && a.body != 0 {
+            return Err(format!(
+                "height field '{}' is on a moving body: the batched engine collides static height fields only",
+                a.name
+            ));
+        }
         if !ok {
-            let bad = if matches!(a.shape, GeomShape::Plane) {
+            let bad = if matches!(a.shape, GeomShape::Plane | GeomShape::HeightField { .. }) {
                 b
             } else {
                 a
             };
             return Err(format!(
-                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules, boxes and line-contact cylinders (wheels), spheres with boxes, and wheels with boxes",
+                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules, boxes and line-contact cylinders (wheels), spheres with boxes, wheels with boxes, and static height fields with wheels",
                 bad.name,
                 shape_name(&bad.shape),
                 if std::ptr::eq(bad, a) { &b.name } else { &a.name },

@@ -31,6 +31,7 @@
 
 pub mod collision;
 pub mod dynamics;
+pub mod height_field;
 pub mod kinematics;
 pub mod penalty;
 pub mod plane_box;

@@ -37,7 +37,7 @@ use crate::collision::narrow_phase::DUPLICATE_DISTANCE;
 use crate::model::Vec3;
 
 /// Normals closer than this (1 − cos) are one line contact's (the cpu engine's `SAME_NORMAL`).
-const SAME_NORMAL: f64 = 1e-9;
+pub(crate) const SAME_NORMAL: f64 = 1e-9;
 
 /// A cylinder per world: centre (m, world), rotation (its columns are the local axes in the
 /// world; the axis is the third), radius and half-length (m).
@@ -59,12 +59,13 @@ impl<B: Backend> Cyl<'_, B> {
     }
 }
 
-/// One end of a line contact: found mask, point, normal, gap.
-struct End<B: Backend> {
-    found: M<B>,
-    point: V3<B>,
-    normal: V3<B>,
-    gap: S<B>,
+/// One end of a line contact: found mask, point (m, world), normal (world, from the pair's
+/// first geom into its second), gap (m).
+pub(crate) struct End<B: Backend> {
+    pub(crate) found: M<B>,
+    pub(crate) point: V3<B>,
+    pub(crate) normal: V3<B>,
+    pub(crate) gap: S<B>,
 }
 
 /// Push the two slots of a line contact (module doc) for `pair`.
@@ -142,7 +143,7 @@ impl<B: Backend> Pose<B> {
     }
 
     /// `self⁻¹ other` (glamx's `inv_mul`).
-    fn inv_mul(&self, other: &Self) -> Self {
+    pub(crate) fn inv_mul(&self, other: &Self) -> Self {
         let inv = conj(&self.r);
         Self {
             t: glam_rot(&inv, &sub3(&other.t, &self.t)),
@@ -174,21 +175,40 @@ pub fn plane_cylinder<B: Backend>(
     outside: &mut Vec<Outside<B>>,
 ) {
     let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
+    // The cpu engine's normal of a plane geom: parry's `local_n1` rotated by glam.
+    let normal = glam_rot(&plane.r, &z);
+    let (e0, e1, cap) = plane_cylinder_ends(plane, &normal, cyl, (radius, half_length), detect);
+    outside.push(Outside {
+        pair,
+        worlds: cap,
+        reason: "a wheel's cap faces the plane (the cpu engine uses parry's cap square there)",
+    });
+    push_merged(pair, e0, e1, out);
+}
+
+/// The two ends of [`plane_cylinder`] before the merge, per world (or per world and triangle:
+/// any 1-D batch), with the contacts' normal `normal` given (the cpu engine computes it by
+/// glam for a plane geom, by nalgebra for a height field's triangle): `(end 0, end 1, cap)`,
+/// the ends at the cylinder's local `y = −l` and `+l` in parry's manifold order, each found
+/// where `gap ≤ detect` and the segment rule holds; `cap`: the worlds where a cap faces the
+/// plane (`|dir.y| ≥ 1/2`) and the cylinder's bounding sphere is within `detect` of it.
+pub(crate) fn plane_cylinder_ends<B: Backend>(
+    plane: &Pose<B>,
+    normal: &V3<B>,
+    cyl: &Pose<B>,
+    (radius, half_length): (f64, f64),
+    detect: f64,
+) -> (End<B>, End<B>, M<B>) {
+    let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
     let pos12 = plane.inv_mul(cyl);
     let n12 = glam_rot(&conj(&pos12.r), &z);
     let dir: V3<B> = std::array::from_fn(|i| -&n12[i]);
     // The generator segment while |dir.y| < 1/2, else a cap square.
     let cap = dir[1].abs().lt(&S::C(0.5)).not();
-    let normal = glam_rot(&plane.r, &z);
-    let centre_dist = dot3(&sub3(&cyl.t, &plane.t), &normal);
+    let centre_dist = dot3(&sub3(&cyl.t, &plane.t), normal);
     let reach = (&centre_dist - radius.hypot(half_length))
         .gt(&S::C(detect))
         .not();
-    outside.push(Outside {
-        pair,
-        worlds: cap.and(&reach),
-        reason: "a wheel's cap faces the plane (the cpu engine uses parry's cap square there)",
-    });
     // glam's `DVec2::try_normalize` of (dir.x, dir.z).
     let len = safe_sqrt(&(&(&dir[0] * &dir[0]) + &(&dir[2] * &dir[2])));
     let rcp = S::C(1.0) / &cap.select(&S::C(1.0), &len);
@@ -207,7 +227,7 @@ pub fn plane_cylinder<B: Backend>(
         }
     };
     let (e0, e1) = (end(-half_length), end(half_length));
-    push_merged(pair, e0, e1, out);
+    (e0, e1, cap.and(&reach))
 }
 
 /// A line-contact cylinder against a box (centre `bpos`, rotation `brot`, half-extents
