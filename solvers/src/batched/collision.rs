@@ -121,7 +121,8 @@ pub fn pair_candidates<B: Backend>(
         (GeomShape::HeightField { .. }, GeomShape::Box { half }) => outside.push(Outside {
             pair,
             worlds: super::height_field::box_in_reach(fields, k, (g0, g1), half, detect),
-            reason: "a box reaches the height field's cells (box–height field is not batched)",
+            reason:
+                "a box corner reaches a height field triangle (box–height field is not batched)",
         }),
         (
             GeomShape::Cylinder {

@@ -37,8 +37,8 @@
 //! reason): a wheel's cap facing a visited triangle's plane within reach (the cpu engine uses
 //! parry's cap square there), more than [`SLOTS`] kept ends, a cell range larger than the
 //! window. A box against the field (the robot's chassis) is not collided: the worlds where
-//! parry would visit any cell for the box (conservatively: its AABB widened by 1e-9 m) are
-//! flagged ([`box_in_reach`]).
+//! the cpu engine could find a box contact (a corner near a visited triangle's plane, over the
+//! triangle; conservatively) are flagged ([`box_in_reach`]).
 //!
 //! **Broad phase.** The cpu engine collides the pair only where the wheel's AABB meets the
 //! field's solid AABB (`broad_phase::bounds_overlap` with `height_field::solid_aabb`); every
@@ -354,19 +354,7 @@ pub fn wheel_candidates<B: Backend>(
     };
     let (e0, e1, cap) =
         plane_cylinder_ends(&plane, &normal, &cyl_rep, (radius, half_length), detect);
-    // `over_triangle` in the field's geom frame: `gquat⁻¹ (point − gpos)`.
-    let (gpos, gquat) = (&k.geom_xpos[g0], &k.geom_xquat[g0]);
-    let over = |e: &End<B>| {
-        let p = qrot(&conj(gquat), &sub3(&e.point, gpos));
-        let sign = g.col(col::SIGN);
-        let tol = g.col(col::TOL);
-        (0..3).fold(M::C(true), |acc, kk| {
-            let (ax, ay) = (g.col(col::VERT + 2 * kk), g.col(col::VERT + 2 * kk + 1));
-            let (ex, ey) = (g.col(col::EDGE + 2 * kk), g.col(col::EDGE + 2 * kk + 1));
-            let cross = &(&ex * &(&p[1] - &ay)) - &(&ey * &(&p[0] - &ax));
-            acc.and(&(&sign * &cross).ge(&tol))
-        })
-    };
+    let over = |e: &End<B>| over_triangle(&g, k, g0, &e.point, 0.0);
     let f0 = e0.found.and(&over(&e0)).and(&visited);
     let f1 = e1.found.and(&over(&e1)).and(&visited);
     outside.push(Outside {
@@ -386,6 +374,29 @@ pub fn wheel_candidates<B: Backend>(
         reason: "a wheel has more than 6 contact points on the height field (the batched engine keeps 6)",
     });
     merge(pair, slots, t.may_duplicate, out);
+}
+
+/// The cpu engine's `over_triangle` per entry of `g`: whether `point` (m, world, one per
+/// entry) lies over the entry's triangle in the field's geom frame (`gquat⁻¹ (point − gpos)`,
+/// nalgebra's rotation), each edge's test `s · cross ≥ tol − slack` (`slack` in m², 0 for the
+/// cpu engine's test).
+fn over_triangle<B: Backend>(
+    g: &Gathered<B>,
+    k: &Kin<B>,
+    g0: usize,
+    point: &V3<B>,
+    slack: f64,
+) -> M<B> {
+    let (gpos, gquat) = (&k.geom_xpos[g0], &k.geom_xquat[g0]);
+    let p = qrot(&conj(gquat), &sub3(point, gpos));
+    let sign = g.col(col::SIGN);
+    let tol = g.col(col::TOL) - slack;
+    (0..3).fold(M::C(true), |acc, kk| {
+        let (ax, ay) = (g.col(col::VERT + 2 * kk), g.col(col::VERT + 2 * kk + 1));
+        let (ex, ey) = (g.col(col::EDGE + 2 * kk), g.col(col::EDGE + 2 * kk + 1));
+        let cross = &(&ex * &(&p[1] - &ay)) - &(&ey * &(&p[0] - &ax));
+        acc.and(&(&sign * &cross).ge(&tol))
+    })
 }
 
 /// A mask as a `(n)` bool tensor.
@@ -526,12 +537,16 @@ fn merge<B: Backend>(
     }
 }
 
-/// The worlds where parry would visit any cell of height field `g0` for box `g1` (half-extents
-/// `half`, m) within `detect` (m): its AABB in the field's parry frame (parry's cuboid AABB,
-/// `Σ_j |R_aj| h_j`, widened by 1e-9 m so that round-off can only enlarge it), parry's range
-/// and cull (module doc). The cpu engine collides such a box with the visited triangles'
-/// planes (MuJoCo's plane–box), which the batched engine does not: these worlds leave the
-/// class.
+/// The worlds where the cpu engine could find a contact between height field `g0` and box
+/// `g1` (half-extents `half`, m) within `detect` (m), which the batched engine does not
+/// collide: these worlds leave the class. The cpu engine collides the box with the plane of
+/// every triangle parry visits for the box's AABB (MuJoCo's `mjc_PlaneBox`: a corner at
+/// signed distance `dist ≤ detect` gives a contact at `corner − n dist / 2`, the first four of
+/// them) and keeps the contacts over their triangle. The flag is a superset: parry's range
+/// and cull for the box's AABB (parry's cuboid AABB `Σ_j |R_aj| h_j`, widened by 1e-9 m), and
+/// any of the eight corners within `detect + 1e-9` m of a visited triangle's plane whose
+/// contact point lies over the triangle with a slack of 1e-10 m² (so round-off cannot hide a
+/// contact).
 pub fn box_in_reach<B: Backend>(
     fields: &mut Fields<'_, B>,
     k: &Kin<B>,
@@ -554,6 +569,26 @@ pub fn box_in_reach<B: Backend>(
     let size = window_size(t, half.norm() + WIDEN, detect);
     let win = window(t, &pos12.t, &ext, detect.max(0.0), size);
     let g = gather(t, &table, &win, size, worlds, &device);
-    let visited = g.active.and(&g.col(col::CELL_MAX).ge(&g.rep(&win.bottom)));
-    g.any(&visited).or(&win.overflow)
+    let visited = g
+        .active
+        .and(&g.col(col::CELL_MAX).ge(&g.rep(&win.bottom)))
+        .and(&g.col(col::VALID).gt(&S::C(0.5)));
+    let brot = qmat(&k.geom_xquat[g1]);
+    let pos: V3<B> = std::array::from_fn(|a| g.col(col::POS + a));
+    let n: V3<B> = std::array::from_fn(|a| g.col(col::NORMAL + a));
+    let mut touch = M::C(false);
+    for i in 0..8 {
+        let c = [
+            S::C(if i & 1 != 0 { h[0] } else { -h[0] }),
+            S::C(if i & 2 != 0 { h[1] } else { -h[1] }),
+            S::C(if i & 4 != 0 { h[2] } else { -h[2] }),
+        ];
+        let corner: V3<B> =
+            std::array::from_fn(|a| g.rep(&(&k.geom_xpos[g1][a] + &dot3(&brot[a], &c))));
+        let dist = dot3(&sub3(&corner, &pos), &n);
+        let near = dist.le(&S::C(detect + WIDEN));
+        let mid: V3<B> = std::array::from_fn(|a| &corner[a] - &(&n[a] * &(&dist * 0.5)));
+        touch = touch.or(&near.and(&over_triangle(&g, k, g0, &mid, 1e-10)));
+    }
+    g.any(&touch.and(&visited)).or(&win.overflow)
 }
