@@ -17,13 +17,14 @@
 //!    ([`FieldTable`]: plane pose, normal, vertices, as the cpu engine computes them) in parry's
 //!    visiting order (cells `j` outer, `i` inner; a cell's first triangle first), as one batch
 //!    of `worlds × 2 W²` entries, and each triangle's plane is collided with the wheel by
-//!    [`super::wheel::plane_cylinder_ends`] (parry's half-space manifold, as for a plane geom),
-//!    with the triangle's normal as the cpu engine rotates it (nalgebra). An end is kept where
-//!    its point lies over its triangle (`over_triangle`, the same tolerance), the triangle was
-//!    visited, and it is within the detection distance.
+//!    [`super::wheel::plane_cylinder_manifold`] (parry's half-space manifold of a cylinder, as
+//!    `plane_candidates` asks for it: the tread's two ends, or the four vertices of parry's
+//!    square on a cap facing the plane), with the triangle's normal as the cpu engine rotates
+//!    it (nalgebra). An end is kept where its point lies over its triangle (`over_triangle`,
+//!    the same tolerance), the triangle was visited, and it is within the detection distance.
 //! 3. **Compaction.** Each world's kept ends, in the cpu engine's order (triangle by triangle,
-//!    end 0 before end 1), are moved into [`SLOTS`] slots by their rank (a cumulative sum of
-//!    the kept mask); a world with more kept ends is flagged.
+//!    each triangle's ends in parry's order), are moved into [`SLOTS`] slots by their rank (a
+//!    cumulative sum of the kept mask); a world with more kept ends is flagged.
 //! 4. **Duplicates and merge.** An end within `DUPLICATE_DISTANCE` of an earlier kept one with
 //!    a parallel normal (`cos > 1 − 1e-12`) is dropped and lowers the earlier one's gap to the
 //!    smaller (the cpu engine's first match); this test runs only on fields where two
@@ -34,9 +35,7 @@
 //!    equals); otherwise all stay.
 //!
 //! **Outside the class** (the world is flagged, [`Outside`], and the stepper ends it with the
-//! reason): a wheel's cap facing a visited triangle's plane within reach (the cpu engine uses
-//! parry's cap square there), more than [`SLOTS`] kept ends, a cell range larger than the
-//! window. A box against the field (the robot's chassis) is not collided: the worlds where
+//! reason): more than [`SLOTS`] kept ends, a cell range larger than the window. A box against the field (the robot's chassis) is not collided: the worlds where
 //! the cpu engine could find a box contact (a corner near a visited triangle's plane, over the
 //! triangle; conservatively) are flagged ([`box_in_reach`]).
 //!
@@ -46,8 +45,8 @@
 //! the field's xy bounds, or above its highest vertex), up to ties at the bounds.
 //!
 //! **Cost.** The tables (`2 · rows · cols × 26` values) are uploaded once per step
-//! ([`Fields`]); each wheel costs about 400 tensor operations on `worlds × 2 W²` (W = 4 for the
-//! robot on the 0.3 m cells of `mesh_terrain`).
+//! ([`Fields`]); each wheel costs about 500 tensor operations, most on `worlds × 2 W²` entries
+//! (W = 4 for the robot on the 0.3 m cells of `mesh_terrain`).
 
 use std::sync::Arc;
 
@@ -58,15 +57,16 @@ use super::collision::{safe_sqrt, Candidate, Outside};
 use super::kinematics::Kin;
 use super::scalar::{M, S};
 use super::spatial::{dot3, qmat, qrot, sub3, zero3, Q4, V3};
-use super::wheel::{plane_cylinder_ends, End, Pose, SAME_NORMAL};
+use super::wheel::{plane_cylinder_manifold, End, Pose, SAME_NORMAL};
 use crate::collision::height_field_table::{col, FieldTable, COLUMNS};
 use crate::collision::narrow_phase::DUPLICATE_DISTANCE;
 use crate::compiled::CompiledModel;
 use crate::model::{Quat, Vec3};
 
-/// Contact slots per wheel on a height field: the cpu engine's kept ends, at most two per
-/// triangle (the tread's two ends), are one per triangle plane under each end of the tread
-/// in practice (two on a ridge, three near a vertex); more are flagged, not dropped.
+/// Contact slots per wheel on a height field: the cpu engine's kept ends (two per triangle
+/// plane for the tread, four for a cap) are one per triangle plane under each end of the
+/// tread in practice (two on a ridge, three near a vertex), four on a cap lying on one
+/// triangle; more are flagged, not dropped.
 pub const SLOTS: usize = 6;
 const _: () = assert!(SLOTS == 6, "the reason string below says 6");
 
@@ -352,22 +352,21 @@ pub fn wheel_candidates<B: Backend>(
         t: std::array::from_fn(|a| g.rep(&cyl.t[a])),
         r: std::array::from_fn(|a| g.rep(&cyl.r[a])),
     };
-    let (e0, e1, cap) =
-        plane_cylinder_ends(&plane, &normal, &cyl_rep, (radius, half_length), detect);
-    let over = |e: &End<B>| over_triangle(&g, k, g0, &e.point, 0.0);
-    let f0 = e0.found.and(&over(&e0)).and(&visited);
-    let f1 = e1.found.and(&over(&e1)).and(&visited);
-    outside.push(Outside {
-        pair,
-        worlds: g.any(&cap.and(&visited)),
-        reason: "a wheel's cap faces a height field triangle's plane (the cpu engine uses parry's cap square there)",
-    });
+    let ends = plane_cylinder_manifold(&plane, &normal, &cyl_rep, (radius, half_length), detect);
+    let kept: Vec<M<B>> = ends
+        .iter()
+        .map(|e| {
+            e.found
+                .and(&over_triangle(&g, k, g0, &e.point, 0.0))
+                .and(&visited)
+        })
+        .collect();
     outside.push(Outside {
         pair,
         worlds: win.overflow.clone(),
         reason: "the height field cells under a wheel exceed the batched window",
     });
-    let (slots, count) = compact(&g, [(&f0, &e0), (&f1, &e1)], &device);
+    let (slots, count) = compact(&g, &kept, &ends, &device);
     outside.push(Outside {
         pair,
         worlds: count.gt(&S::C(SLOTS as f64)),
@@ -407,14 +406,16 @@ fn mask_tensor<B: Backend>(m: &M<B>, n: usize, device: &B::Device) -> Tensor<B, 
     }
 }
 
-/// The first [`SLOTS`] kept ends per world, in the cpu engine's order (slot by slot, end 0
-/// before end 1), and the number of kept ends per world.
+/// The first [`SLOTS`] kept ends per world (`kept[e]`: end `e` of each entry is kept), in the
+/// cpu engine's order (slot by slot, each slot's ends in parry's order), and the number of
+/// kept ends per world.
 fn compact<B: Backend>(
     g: &Gathered<B>,
-    ends: [(&M<B>, &End<B>); 2],
+    kept: &[M<B>],
+    ends: &[End<B>],
     device: &B::Device,
 ) -> (Vec<Slot<B>>, S<B>) {
-    let (w, s) = (g.worlds, g.slots);
+    let (w, s, m) = (g.worlds, g.slots, ends.len());
     let n = w * s;
     let probe = Tensor::<B, 1>::zeros([n], device);
     let fields = |e: &End<B>| {
@@ -427,19 +428,17 @@ fn compact<B: Backend>(
             .collect();
         Tensor::stack::<3>(parts, 2)
     };
-    // (w, s, 2, 7) → (w, 2 s, 7): entry 2 slot + end.
-    let all =
-        Tensor::stack::<4>(vec![fields(ends[0].1), fields(ends[1].1)], 2).reshape([w, 2 * s, 7]);
+    // (w, s, m, 7) → (w, m s, 7): entry m slot + end.
+    let all = Tensor::stack::<4>(ends.iter().map(fields).collect(), 2).reshape([w, m * s, 7]);
     let found = Tensor::stack::<3>(
-        vec![
-            mask_tensor(ends[0].0, n, device).reshape([w, s]),
-            mask_tensor(ends[1].0, n, device).reshape([w, s]),
-        ],
+        kept.iter()
+            .map(|f| mask_tensor(f, n, device).reshape([w, s]))
+            .collect(),
         2,
     )
-    .reshape([w, 2 * s]);
+    .reshape([w, m * s]);
     let rank = found.clone().int().cumsum(1);
-    let count = rank.clone().narrow(1, 2 * s - 1, 1).reshape([w]).float();
+    let count = rank.clone().narrow(1, m * s - 1, 1).reshape([w]).float();
     let slots = (0..SLOTS)
         .map(|k| {
             let sel = found

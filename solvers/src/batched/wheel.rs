@@ -230,6 +230,68 @@ pub(crate) fn plane_cylinder_ends<B: Backend>(
     (e0, e1, cap.and(&reach))
 }
 
+/// parry's whole half-space manifold of a cylinder against a plane
+/// (`contact_manifold_halfspace_pfm` with `Cylinder::support_feature_with_azimuth` and
+/// `feature_azimuth` without a hint), per entry of any 1-D batch, with the contacts' normal
+/// `normal` given: while `|dir.y| < 1/2` the generator segment's two ends (the arithmetic of
+/// [`plane_cylinder_ends`]), else the cap's inscribed square, vertices `(dₓ r, y, d_z r)`,
+/// `(−d_z r, y, dₓ r)`, `(−dₓ r, y, −d_z r)`, `(d_z r, y, −dₓ r)` at `y = copysign(l, dir.y)`,
+/// `d` the unit `(dir.x, dir.z)` (glam's `try_normalize`, `(1, 0)` where it fails). Four ends
+/// in parry's order, each found where `gap ≤ detect`; ends 2 and 3 exist on the cap only.
+pub(crate) fn plane_cylinder_manifold<B: Backend>(
+    plane: &Pose<B>,
+    normal: &V3<B>,
+    cyl: &Pose<B>,
+    (radius, half_length): (f64, f64),
+    detect: f64,
+) -> [End<B>; 4] {
+    let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
+    let pos12 = plane.inv_mul(cyl);
+    let n12 = glam_rot(&conj(&pos12.r), &z);
+    let dir: V3<B> = std::array::from_fn(|i| -&n12[i]);
+    let cap = dir[1].abs().lt(&S::C(0.5)).not();
+    // glam's `DVec2::try_normalize` of (dir.x, dir.z): `self · (1 / length)`, none where the
+    // reciprocal is not finite (a zero length); then parry's `Vector2::X`.
+    let len = safe_sqrt(&(&(&dir[0] * &dir[0]) + &(&dir[2] * &dir[2])));
+    let zero = len.gt(&S::C(0.0)).not();
+    let rcp = S::C(1.0) / &zero.select(&S::C(1.0), &len);
+    let d2x = zero.select(&S::C(1.0), &(&dir[0] * &rcp));
+    let d2y = zero.select(&S::C(0.0), &(&dir[2] * &rcp));
+    let y_cap = dir[1]
+        .lt(&S::C(0.0))
+        .select(&S::C(-half_length), &S::C(half_length));
+    let (xr, zr) = (&d2x * radius, &d2y * radius);
+    let vertices: [V3<B>; 4] = [
+        [
+            xr.clone(),
+            cap.select(&y_cap, &S::C(-half_length)),
+            zr.clone(),
+        ],
+        [
+            cap.select(&(-&zr), &xr),
+            cap.select(&y_cap, &S::C(half_length)),
+            cap.select(&xr, &zr),
+        ],
+        [-&xr, y_cap.clone(), -&zr],
+        [zr.clone(), y_cap, -&xr],
+    ];
+    let mut k = 0;
+    vertices.map(|vtx| {
+        let v21 = pos12.point(&vtx);
+        let gap = v21[2].clone();
+        let on_plane: V3<B> = [v21[0].clone(), v21[1].clone(), &v21[2] - &gap];
+        let (p0, p1) = (plane.point(&on_plane), cyl.point(&vtx));
+        let exists = if k < 2 { M::C(true) } else { cap.clone() };
+        k += 1;
+        End {
+            found: gap.le(&S::C(detect)).and(&exists),
+            point: std::array::from_fn(|i| &(&p0[i] + &p1[i]) * 0.5),
+            normal: normal.clone(),
+            gap,
+        }
+    })
+}
+
 /// A line-contact cylinder against a box (centre `bpos`, rotation `brot`, half-extents
 /// `half`): [`crate::collision::cylinder_box::cylinder_box`] per world, merged (module doc).
 pub fn cylinder_box<B: Backend>(
