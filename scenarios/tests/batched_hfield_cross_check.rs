@@ -157,6 +157,13 @@ fn soft_convex_and_signorini_on_the_height_field_agree_with_the_cpu_engine() {
 /// the penalty the robot started at STARTS[2] tips over on a side slope and its chassis hits
 /// the terrain at t = 0.80 s (a box contact in the cpu engine, which the batched engine flags:
 /// `a_chassis_on_the_height_field_ends_its_world_with_the_pair_named`), so three other starts.
+///
+/// Measured: 1.5e-10 over the 4,000 steps, against 1e-14 for the soft solvers. The contacts
+/// are the cpu engine's bit for bit (`height_field_contacts_are_the_cpu_engines_state_by_state`);
+/// the batched kinematics differs from the cpu engine's by an ulp here and there (2.2e-16 on
+/// these states), and the robot of the first start bounces over the bumps (whole stretches
+/// with no wheel on the ground) under the stiff penalty: its difference grows steadily, with
+/// no jump, from 9e-18 at step 500 to 1.5e-10 at step 3,750; the other two stay below 2e-12.
 #[test]
 fn penalty_on_the_height_field_agrees_with_the_cpu_engine() {
     let (h, horizon) = (5e-4, 2.0);

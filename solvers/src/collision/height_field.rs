@@ -157,6 +157,8 @@ fn over_triangle(p: &Vec3, t: &[Vec3; 3]) -> bool {
 /// z, nalgebra's `rotation_between`, composed after the geom's orientation). `None` for a
 /// degenerate triangle (a normal of zero or non-finite length). [`height_field_pair`] and the
 /// batched engine's tables (`batched::height_field`) both take their planes from here.
+// `!(len > 0.0)` on purpose: a NaN length is degenerate too.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
 pub(crate) fn triangle_plane(t: &[Vec3; 3], gpos: &Vec3, gquat: &Quat) -> Option<(Vec3, Quat)> {
     let mut n = (t[1] - t[0]).cross(&(t[2] - t[0]));
     let len = n.norm();
