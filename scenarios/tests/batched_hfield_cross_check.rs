@@ -213,12 +213,6 @@ fn a_chassis_on_the_height_field_ends_its_world_with_the_pair_named() {
 /// fails the count).
 #[test]
 fn height_field_contacts_are_the_cpu_engines_state_by_state() {
-    use contactlab_solvers::batched::scalar::{M, S};
-    use contactlab_solvers::batched::{collision::all_candidates, kinematics, upload_states};
-    use contactlab_solvers::batched::{download, NdArrayF64};
-    use contactlab_solvers::collision::{contact_frame, detect};
-    use contactlab_solvers::compiled::CompiledModel;
-
     let mut states = Vec::new();
     let mut model = None;
     for (name, h, horizon, every) in [
@@ -249,6 +243,46 @@ fn height_field_contacts_are_the_cpu_engines_state_by_state() {
         }
     }
     let model = model.unwrap();
+    let c = compare_contacts(&model, &states);
+    println!(
+        "{} states: {} contacts compared, max |difference| point {:.3e} m, frame {:.3e}, gap {:.3e} m; flagged: {} (state, wheel) pairs, {} (state, chassis) pairs ({} with cpu contacts)",
+        states.len(), c.compared, c.dp, c.df, c.dg, c.flagged_wheel, c.flagged_box, c.flagged_box_cpu
+    );
+    assert!(
+        c.compared > states.len(),
+        "too few contacts compared: {}",
+        c.compared
+    );
+    assert_eq!(c.flagged_wheel, 0, "a wheel left the class");
+    // The same arithmetic in the same order: the same bits.
+    assert_eq!((c.dp, c.df, c.dg), (0.0, 0.0, 0.0));
+}
+
+/// What [`compare_contacts`] found.
+struct ContactComparison {
+    /// Contacts compared.
+    compared: usize,
+    /// Largest |difference| of a point (m), a frame entry, a gap (m).
+    dp: f64,
+    df: f64,
+    dg: f64,
+    /// Flagged (state, pair)s: wheel pairs, box pairs, box pairs where the cpu engine has
+    /// contacts.
+    flagged_wheel: usize,
+    flagged_box: usize,
+    flagged_box_cpu: usize,
+}
+
+/// The batched candidates of every pair of `model` (active ones, in order) against the cpu
+/// engine's `collision::detect` at each of `states`, with the geoms placed by the cpu
+/// engine's kinematics; panics where an unflagged pair's contact count differs.
+fn compare_contacts(model: &contactlab_solvers::Model, states: &[State]) -> ContactComparison {
+    use contactlab_solvers::batched::scalar::{M, S};
+    use contactlab_solvers::batched::{collision::all_candidates, kinematics, upload_states};
+    use contactlab_solvers::batched::{download, NdArrayF64};
+    use contactlab_solvers::collision::{contact_frame, detect};
+    use contactlab_solvers::compiled::CompiledModel;
+
     let worlds = states.len();
     let device = Default::default();
     let (q, _) = upload_states::<NdArrayF64>(&states, &device);
@@ -336,11 +370,66 @@ fn height_field_contacts_are_the_cpu_engines_state_by_state() {
             }
         }
     }
-    println!(
-        "{worlds} states: {compared} contacts compared, max |difference| point {dp:.3e} m, frame {df:.3e}, gap {dg:.3e} m; flagged: {flagged_wheel} (state, wheel) pairs, {flagged_box} (state, chassis) pairs ({flagged_box_cpu} with cpu contacts)"
+    ContactComparison {
+        compared,
+        dp,
+        df,
+        dg,
+        flagged_wheel,
+        flagged_box,
+        flagged_box_cpu,
+    }
+}
+
+/// A flat field (amplitude 0): every triangle's plane is the same, so a wheel's tread end on
+/// a cell edge or a diagonal lies over two triangles and the cpu engine keeps it once (the
+/// duplicate test, `DUPLICATE_DISTANCE`) before the merge; a batched engine without the test
+/// would average the end in twice and move the merged point by a sixth of the tread (17 mm;
+/// measured with the test switched off).
+/// The robot level, its wheels 1 mm into the ground, with the left wheel's centre on grid
+/// lines (its tread ends on cell edges, near vertices) or at a cell's centre, and off them by
+/// 1e-13 m to 0.1 m; contacts bit for bit.
+#[test]
+fn duplicates_on_a_flat_field_are_dropped_as_the_cpu_engine_does() {
+    use contactlab_solvers::compiled::CompiledModel;
+    let scene = build(
+        "mesh_terrain",
+        &json!({"collider": "heightfield", "amplitude": 0.0}),
+    )
+    .unwrap();
+    let model = &scene.model;
+    assert!(
+        CompiledModel::new(model).height_fields[0]
+            .as_ref()
+            .unwrap()
+            .may_duplicate,
+        "a flat field runs the duplicate test"
     );
-    assert!(compared > worlds, "too few contacts compared: {compared}");
-    assert_eq!(flagged_wheel, 0, "a wheel left the class");
-    // The same arithmetic in the same order: the same bits.
-    assert_eq!((dp, df, dg), (0.0, 0.0, 0.0));
+    let kin = forward_kinematics(model, &scene.initial.q);
+    let wheel = model.geom_id("wheel_left_geom").unwrap();
+    let (wx, wy) = (kin.geom_xpos[wheel].x, kin.geom_xpos[wheel].y);
+    // Grid lines as parry places them: (-0.5 + j / 80) 24 m.
+    let line = |j: f64| (-0.5 + (1.0 / 80.0) * j) * 24.0;
+    let mut states = Vec::new();
+    for dx in [0.0, 1e-13, -1e-13, 1e-10, 1e-6, 0.1] {
+        for (jx, jy) in [(40.0, 40.0), (41.0, 38.0), (45.0, 33.5), (40.5, 40.5)] {
+            let mut s = scene.initial.clone();
+            s.q[0] += line(jx) - wx + dx;
+            s.q[1] += line(jy) - wy;
+            // From 1 mm above the ground (the scene's start clearance) to 1 mm into it.
+            s.q[2] -= 2e-3;
+            states.push(s);
+        }
+    }
+    let c = compare_contacts(model, &states);
+    println!(
+        "flat field, {} states: {} contacts compared, max |difference| point {:.3e} m, frame {:.3e}, gap {:.3e} m",
+        states.len(),
+        c.compared,
+        c.dp,
+        c.df,
+        c.dg
+    );
+    assert!(c.compared >= states.len(), "{}", c.compared);
+    assert_eq!((c.dp, c.df, c.dg), (0.0, 0.0, 0.0));
 }
