@@ -274,10 +274,12 @@ impl EngineEntry {
 /// and `signorini` formulations on fixed-topology models of free bodies and hinge/slide chains
 /// whose colliding pairs are a plane against a sphere, capsule, box or line-contact cylinder
 /// (the wheeled robot's wheels, [`crate::model::Geom::line_contact_as_point`]), a sphere
-/// against a box, or a wheel against a box, without equality constraints. Box–box and
-/// wheel–wheel pairs (the robot's chassis and an obstacle) are admitted without a collision
-/// rule: a world where they come within reach ends with that reason
-/// (`batched::collision::Outside`), as does one where a wheel leaves the closed forms.
+/// against a box, a wheel against a box, or a static height field (on the world body) against
+/// a wheel (issue 17, `batched::height_field`), without equality constraints. Box–box,
+/// wheel–wheel and height field–box pairs (the robot's chassis and an obstacle or the
+/// terrain) are admitted without a collision rule: a world where they come within reach ends
+/// with that reason (`batched::collision::Outside`), as does one where a wheel leaves the
+/// closed forms.
 /// `Err` names the first
 /// formulation, joint, geom, pair or constraint outside it. Always compiled, so that a build
 /// without the burn features explains the same cells the same way.
