@@ -5,8 +5,9 @@
 //! weighting of the whole final state (qpos and qvel) with respect to the initial velocity,
 //! the friction coefficient and the contact stiffness (cartpole's geoms do not collide, so its
 //! friction and stiffness derivatives are exactly 0 on both sides; it adds its control, named
-//! twice at one step: `ctrl[mid][0]` is `ctrl[0][0]` there); and on box_traversal, the wheeled
-//! robot on its merged line contacts, with respect to its velocity and wheel command.
+//! twice at one step: `ctrl[mid][0]` is `ctrl[0][0]` there); and on box_traversal and on
+//! mesh_terrain's height field, the wheeled robot on its merged line contacts, with respect to
+//! its velocity and wheel command.
 #![cfg(feature = "burn")]
 
 use contactlab_scenarios::gradient::cases::parse_loss;
@@ -52,6 +53,17 @@ fn problem(scene: &Scene, steps: usize, inputs: &[&str], settle: usize) -> Probl
 /// `prepare` adjusts each problem after settling (its controls, its initial state).
 fn check(name: &str, inputs: &[&str], settle: usize, prepare: &dyn Fn(&mut Problem)) {
     let scene = build(name, &json!({})).unwrap();
+    check_scene(name, &scene, inputs, settle, prepare);
+}
+
+/// [`check`] on a built scene (`name` labels the output).
+fn check_scene(
+    name: &str,
+    scene: &Scene,
+    inputs: &[&str],
+    settle: usize,
+    prepare: &dyn Fn(&mut Problem),
+) {
     let params = json!({});
     let build_f = || -> Result<Box<dyn Formulation>, String> {
         Penalty::new(PenaltyParams::default())
@@ -64,7 +76,7 @@ fn check(name: &str, inputs: &[&str], settle: usize, prepare: &dyn Fn(&mut Probl
         build: &build_f,
     };
     for (steps, bound) in [(1usize, 1e-6), (50, 1e-4)] {
-        let mut p = problem(&scene, steps, inputs, settle);
+        let mut p = problem(scene, steps, inputs, settle);
         prepare(&mut p);
         availability_for("autodiff", "penalty", &p).unwrap();
         let g = compute(Method::Autodiff, &p, f).unwrap();
@@ -149,6 +161,32 @@ fn box_traversal_autodiff_matches_the_finite_difference_reference() {
     );
 }
 
+#[test]
+fn height_field_robot_autodiff_matches_the_finite_difference_reference() {
+    // The wheeled robot on height-field terrain (issue 17: each wheel's contacts on the
+    // triangles' planes, batched::height_field), settled 0.1 s on its wheels at the default
+    // start, with box_traversal's adjustments off the merge's kinks (a roll rate, so that one
+    // tread end is the deeper; a command inside the control clamp).
+    let scene = build("mesh_terrain", &json!({"collider": "heightfield"})).unwrap();
+    check_scene(
+        "mesh_terrain (heightfield)",
+        &scene,
+        &[
+            "qvel[0]",
+            "qvel[3]",
+            "qvel[6]",
+            "ctrl[0][0]",
+            "friction",
+            "ke",
+        ],
+        200,
+        &|p| {
+            p.controls.iter_mut().flatten().for_each(|u| *u = 1.5);
+            p.initial.v[3] = 0.2;
+        },
+    );
+}
+
 /// Where autodiff cannot apply, the reason names what is missing.
 #[test]
 fn autodiff_names_what_it_lacks() {
@@ -166,8 +204,9 @@ fn autodiff_names_what_it_lacks() {
     let p = problem(&scene, 1, &["mass:pole"], 0);
     let e = availability_for("autodiff", "penalty", &p).unwrap_err();
     assert!(e.contains("'mass:2' is a constant"), "{e}");
-    // The height-field terrain is outside the batched collision class (issue 17).
-    let scene = build("mesh_terrain", &json!({})).unwrap();
+    // Triangle-mesh terrain is outside the batched collision class (the height-field
+    // collider is in it, issue 17).
+    let scene = build("mesh_terrain", &json!({"collider": "trimesh"})).unwrap();
     let p = problem(&scene, 1, &["qvel[0]"], 0);
     let e = availability_for("autodiff", "penalty", &p).unwrap_err();
     assert!(e.contains("cannot run this scene"), "{e}");

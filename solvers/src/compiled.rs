@@ -3,7 +3,10 @@
 //! "The engine seam"). The batched engine reads its collision pairs and materials here instead
 //! of rediscovering them every step.
 
+use std::sync::Arc;
+
 use crate::collision::broad_phase::filtered_pairs;
+use crate::collision::height_field_table::FieldTable;
 use crate::collision::{mix_materials, MixedMaterial};
 use crate::model::Model;
 
@@ -31,6 +34,9 @@ pub struct CompiledModel {
     pub body_mass: Vec<f64>,
     /// `(npair)`: the pairs that pass the contype/conaffinity, body and plane–plane filters.
     pub pairs: Vec<CompiledPair>,
+    /// `(ngeom)`: each height field geom's triangle tables ([`FieldTable`]), `None` for the
+    /// other geoms. Shared by reference count between clones.
+    pub height_fields: Vec<Option<Arc<FieldTable>>>,
 }
 
 impl CompiledModel {
@@ -50,6 +56,9 @@ impl CompiledModel {
             nu: model.actuators.len(),
             body_mass: model.bodies.iter().map(|b| b.mass).collect(),
             pairs,
+            height_fields: (0..model.geoms.len())
+                .map(|g| FieldTable::new(model, g).map(Arc::new))
+                .collect(),
         }
     }
 }

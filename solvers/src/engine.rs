@@ -274,10 +274,12 @@ impl EngineEntry {
 /// and `signorini` formulations on fixed-topology models of free bodies and hinge/slide chains
 /// whose colliding pairs are a plane against a sphere, capsule, box or line-contact cylinder
 /// (the wheeled robot's wheels, [`crate::model::Geom::line_contact_as_point`]), a sphere
-/// against a box, or a wheel against a box, without equality constraints. Box–box and
-/// wheel–wheel pairs (the robot's chassis and an obstacle) are admitted without a collision
-/// rule: a world where they come within reach ends with that reason
-/// (`batched::collision::Outside`), as does one where a wheel leaves the closed forms.
+/// against a box, a wheel against a box, or a static height field (on the world body) against
+/// a wheel (issue 17, `batched::height_field`), without equality constraints. Box–box,
+/// wheel–wheel and height field–box pairs (the robot's chassis and an obstacle or the
+/// terrain) are admitted without a collision rule: a world where they come within reach ends
+/// with that reason (`batched::collision::Outside`), as does one where a wheel leaves the
+/// closed forms.
 /// `Err` names the first
 /// formulation, joint, geom, pair or constraint outside it. Always compiled, so that a build
 /// without the burn features explains the same cells the same way.
@@ -326,18 +328,29 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
             || (matches!(a.shape, GeomShape::Sphere { .. })
                 && matches!(b.shape, GeomShape::Box { .. }))
             || (wheel(a) && matches!(b.shape, GeomShape::Box { .. }))
+            // A static height field against a wheel (`batched::height_field`); against a box
+            // admitted without a rule, as box–box below.
+            || (matches!(a.shape, GeomShape::HeightField { .. })
+                && a.body == 0
+                && (wheel(b) || matches!(b.shape, GeomShape::Box { .. })))
             // Admitted without a collision rule: the worlds where they come within reach end
             // with the reason (`batched::collision::Outside`).
             || (matches!(a.shape, GeomShape::Box { .. }) && matches!(b.shape, GeomShape::Box { .. }))
             || (wheel(a) && wheel(b));
+        if !ok && matches!(a.shape, GeomShape::HeightField { .. }) && a.body != 0 {
+            return Err(format!(
+                "height field '{}' is on a moving body: the batched engine collides static height fields only",
+                a.name
+            ));
+        }
         if !ok {
-            let bad = if matches!(a.shape, GeomShape::Plane) {
+            let bad = if matches!(a.shape, GeomShape::Plane | GeomShape::HeightField { .. }) {
                 b
             } else {
                 a
             };
             return Err(format!(
-                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules, boxes and line-contact cylinders (wheels), spheres with boxes, and wheels with boxes",
+                "geom '{}' ({}) colliding with geom '{}' ({}): the batched engine collides planes with spheres, capsules, boxes and line-contact cylinders (wheels), spheres with boxes, wheels with boxes, and static height fields with wheels",
                 bad.name,
                 shape_name(&bad.shape),
                 if std::ptr::eq(bad, a) { &b.name } else { &a.name },

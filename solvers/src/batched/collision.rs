@@ -57,15 +57,19 @@ impl<B: Backend> Outside<B> {
 /// The candidates of pair `pair` = `(g0, g1)` in MuJoCo's order (lower geom type first) with
 /// detection distance `detect` (m), appended to `out`: a plane against a sphere, capsule, box
 /// or line-contact cylinder ([`plane_pair`]), a sphere against a box ([`sphere_box`]), a
-/// line-contact cylinder against a box ([`super::wheel::cylinder_box`]). Pairs the batched
-/// engine admits without colliding them (box–box, cylinder–cylinder: the robot's chassis and
-/// an obstacle, two wheels) and the closed forms' edges push to `outside` the worlds where
+/// line-contact cylinder against a box ([`super::wheel::cylinder_box`]), a static height field
+/// against a line-contact cylinder ([`super::height_field::wheel_candidates`]; the field's
+/// tables come from `fields`). Pairs the batched
+/// engine admits without colliding them (box–box, cylinder–cylinder, height field–box: the
+/// robot's chassis and an obstacle, two wheels, the chassis and the terrain) and the closed forms' edges push to `outside` the worlds where
 /// they come within reach ([`Outside`]).
 ///
 /// # Panics
 /// On another pair ([`crate::engine::batched_support`] refuses such models).
+#[allow(clippy::too_many_arguments)]
 pub fn pair_candidates<B: Backend>(
     model: &Model,
+    fields: &mut super::height_field::Fields<'_, B>,
     k: &Kin<B>,
     pair: usize,
     (g0, g1): (usize, usize),
@@ -98,6 +102,28 @@ pub fn pair_candidates<B: Backend>(
             );
         }
         (GeomShape::Plane, _) => plane_pair(model, k, pair, (g0, g1), detect, out),
+        (
+            GeomShape::HeightField { .. },
+            GeomShape::Cylinder {
+                radius,
+                half_length,
+            },
+        ) => super::height_field::wheel_candidates(
+            fields,
+            k,
+            pair,
+            (g0, g1),
+            (*radius, *half_length),
+            detect,
+            out,
+            outside,
+        ),
+        (GeomShape::HeightField { .. }, GeomShape::Box { half }) => outside.push(Outside {
+            pair,
+            worlds: super::height_field::box_in_reach(fields, k, (g0, g1), half, detect),
+            reason:
+                "a box corner reaches a height field triangle (box–height field is not batched)",
+        }),
         (
             GeomShape::Cylinder {
                 radius,
@@ -176,10 +202,12 @@ pub fn all_candidates<B: Backend>(
     k: &Kin<B>,
 ) -> (Vec<Candidate<B>>, Vec<Outside<B>>) {
     let (mut cands, mut outside) = (Vec::new(), Vec::new());
+    let mut fields = super::height_field::Fields::new(compiled);
     for (i, pr) in compiled.pairs.iter().enumerate() {
         let detect = pr.material.margin + pr.material.gap;
         pair_candidates(
             model,
+            &mut fields,
             k,
             i,
             (pr.geoms[0], pr.geoms[1]),

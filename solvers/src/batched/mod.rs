@@ -5,7 +5,8 @@
 //!
 //! Scope: the `penalty`, `soft_convex` and `signorini` formulations on the class
 //! [`crate::engine::batched_support`] admits (free bodies and hinge/slide chains; a plane
-//! against spheres, capsules and boxes, a sphere against a box; no equality constraints). Each
+//! against spheres, capsules, boxes and wheels, a sphere against a box, a wheel against a box
+//! ([`wheel`]) and against a static height field ([`height_field`]); no equality constraints). Each
 //! step is the cpu formulation's arithmetic written per world with constants folded
 //! ([`scalar`]); [`penalty::step`] and [`soft::step`] are pure functions of tensors, the soft
 //! solvers' iterations masked per world ([`soft::solver`]).
@@ -31,6 +32,7 @@
 
 pub mod collision;
 pub mod dynamics;
+pub mod height_field;
 pub mod kinematics;
 pub mod penalty;
 pub mod plane_box;

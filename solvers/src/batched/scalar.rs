@@ -83,6 +83,16 @@ impl<B: Backend> S<B> {
         self.map(f64::sqrt, |t| t.sqrt())
     }
 
+    /// ⌊x⌋ (`f64::floor`; no derivative: an index, not a value).
+    pub fn floor(&self) -> Self {
+        self.map(f64::floor, |t| t.floor())
+    }
+
+    /// ⌈x⌉ (`f64::ceil`; no derivative: an index, not a value).
+    pub fn ceil(&self) -> Self {
+        self.map(f64::ceil, |t| t.ceil())
+    }
+
     /// |x|.
     pub fn abs(&self) -> Self {
         self.map(f64::abs, |t| t.abs())

@@ -37,7 +37,7 @@ use crate::collision::narrow_phase::DUPLICATE_DISTANCE;
 use crate::model::Vec3;
 
 /// Normals closer than this (1 − cos) are one line contact's (the cpu engine's `SAME_NORMAL`).
-const SAME_NORMAL: f64 = 1e-9;
+pub(crate) const SAME_NORMAL: f64 = 1e-9;
 
 /// A cylinder per world: centre (m, world), rotation (its columns are the local axes in the
 /// world; the axis is the third), radius and half-length (m).
@@ -59,12 +59,13 @@ impl<B: Backend> Cyl<'_, B> {
     }
 }
 
-/// One end of a line contact: found mask, point, normal, gap.
-struct End<B: Backend> {
-    found: M<B>,
-    point: V3<B>,
-    normal: V3<B>,
-    gap: S<B>,
+/// One end of a line contact: found mask, point (m, world), normal (world, from the pair's
+/// first geom into its second), gap (m).
+pub(crate) struct End<B: Backend> {
+    pub(crate) found: M<B>,
+    pub(crate) point: V3<B>,
+    pub(crate) normal: V3<B>,
+    pub(crate) gap: S<B>,
 }
 
 /// Push the two slots of a line contact (module doc) for `pair`.
@@ -142,7 +143,7 @@ impl<B: Backend> Pose<B> {
     }
 
     /// `self⁻¹ other` (glamx's `inv_mul`).
-    fn inv_mul(&self, other: &Self) -> Self {
+    pub(crate) fn inv_mul(&self, other: &Self) -> Self {
         let inv = conj(&self.r);
         Self {
             t: glam_rot(&inv, &sub3(&other.t, &self.t)),
@@ -174,21 +175,40 @@ pub fn plane_cylinder<B: Backend>(
     outside: &mut Vec<Outside<B>>,
 ) {
     let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
+    // The cpu engine's normal of a plane geom: parry's `local_n1` rotated by glam.
+    let normal = glam_rot(&plane.r, &z);
+    let (e0, e1, cap) = plane_cylinder_ends(plane, &normal, cyl, (radius, half_length), detect);
+    outside.push(Outside {
+        pair,
+        worlds: cap,
+        reason: "a wheel's cap faces the plane (the cpu engine uses parry's cap square there)",
+    });
+    push_merged(pair, e0, e1, out);
+}
+
+/// The two ends of [`plane_cylinder`] before the merge, per world (or per world and triangle:
+/// any 1-D batch), with the contacts' normal `normal` given (the cpu engine computes it by
+/// glam for a plane geom, by nalgebra for a height field's triangle): `(end 0, end 1, cap)`,
+/// the ends at the cylinder's local `y = −l` and `+l` in parry's manifold order, each found
+/// where `gap ≤ detect` and the segment rule holds; `cap`: the worlds where a cap faces the
+/// plane (`|dir.y| ≥ 1/2`) and the cylinder's bounding sphere is within `detect` of it.
+pub(crate) fn plane_cylinder_ends<B: Backend>(
+    plane: &Pose<B>,
+    normal: &V3<B>,
+    cyl: &Pose<B>,
+    (radius, half_length): (f64, f64),
+    detect: f64,
+) -> (End<B>, End<B>, M<B>) {
+    let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
     let pos12 = plane.inv_mul(cyl);
     let n12 = glam_rot(&conj(&pos12.r), &z);
     let dir: V3<B> = std::array::from_fn(|i| -&n12[i]);
     // The generator segment while |dir.y| < 1/2, else a cap square.
     let cap = dir[1].abs().lt(&S::C(0.5)).not();
-    let normal = glam_rot(&plane.r, &z);
-    let centre_dist = dot3(&sub3(&cyl.t, &plane.t), &normal);
+    let centre_dist = dot3(&sub3(&cyl.t, &plane.t), normal);
     let reach = (&centre_dist - radius.hypot(half_length))
         .gt(&S::C(detect))
         .not();
-    outside.push(Outside {
-        pair,
-        worlds: cap.and(&reach),
-        reason: "a wheel's cap faces the plane (the cpu engine uses parry's cap square there)",
-    });
     // glam's `DVec2::try_normalize` of (dir.x, dir.z).
     let len = safe_sqrt(&(&(&dir[0] * &dir[0]) + &(&dir[2] * &dir[2])));
     let rcp = S::C(1.0) / &cap.select(&S::C(1.0), &len);
@@ -207,7 +227,69 @@ pub fn plane_cylinder<B: Backend>(
         }
     };
     let (e0, e1) = (end(-half_length), end(half_length));
-    push_merged(pair, e0, e1, out);
+    (e0, e1, cap.and(&reach))
+}
+
+/// parry's whole half-space manifold of a cylinder against a plane
+/// (`contact_manifold_halfspace_pfm` with `Cylinder::support_feature_with_azimuth` and
+/// `feature_azimuth` without a hint), per entry of any 1-D batch, with the contacts' normal
+/// `normal` given: while `|dir.y| < 1/2` the generator segment's two ends (the arithmetic of
+/// [`plane_cylinder_ends`]), else the cap's inscribed square, vertices `(dₓ r, y, d_z r)`,
+/// `(−d_z r, y, dₓ r)`, `(−dₓ r, y, −d_z r)`, `(d_z r, y, −dₓ r)` at `y = copysign(l, dir.y)`,
+/// `d` the unit `(dir.x, dir.z)` (glam's `try_normalize`, `(1, 0)` where it fails). Four ends
+/// in parry's order, each found where `gap ≤ detect`; ends 2 and 3 exist on the cap only.
+pub(crate) fn plane_cylinder_manifold<B: Backend>(
+    plane: &Pose<B>,
+    normal: &V3<B>,
+    cyl: &Pose<B>,
+    (radius, half_length): (f64, f64),
+    detect: f64,
+) -> [End<B>; 4] {
+    let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
+    let pos12 = plane.inv_mul(cyl);
+    let n12 = glam_rot(&conj(&pos12.r), &z);
+    let dir: V3<B> = std::array::from_fn(|i| -&n12[i]);
+    let cap = dir[1].abs().lt(&S::C(0.5)).not();
+    // glam's `DVec2::try_normalize` of (dir.x, dir.z): `self · (1 / length)`, none where the
+    // reciprocal is not finite (a zero length); then parry's `Vector2::X`.
+    let len = safe_sqrt(&(&(&dir[0] * &dir[0]) + &(&dir[2] * &dir[2])));
+    let zero = len.gt(&S::C(0.0)).not();
+    let rcp = S::C(1.0) / &zero.select(&S::C(1.0), &len);
+    let d2x = zero.select(&S::C(1.0), &(&dir[0] * &rcp));
+    let d2y = zero.select(&S::C(0.0), &(&dir[2] * &rcp));
+    let y_cap = dir[1]
+        .lt(&S::C(0.0))
+        .select(&S::C(-half_length), &S::C(half_length));
+    let (xr, zr) = (&d2x * radius, &d2y * radius);
+    let vertices: [V3<B>; 4] = [
+        [
+            xr.clone(),
+            cap.select(&y_cap, &S::C(-half_length)),
+            zr.clone(),
+        ],
+        [
+            cap.select(&(-&zr), &xr),
+            cap.select(&y_cap, &S::C(half_length)),
+            cap.select(&xr, &zr),
+        ],
+        [-&xr, y_cap.clone(), -&zr],
+        [zr.clone(), y_cap, -&xr],
+    ];
+    let mut k = 0;
+    vertices.map(|vtx| {
+        let v21 = pos12.point(&vtx);
+        let gap = v21[2].clone();
+        let on_plane: V3<B> = [v21[0].clone(), v21[1].clone(), &v21[2] - &gap];
+        let (p0, p1) = (plane.point(&on_plane), cyl.point(&vtx));
+        let exists = if k < 2 { M::C(true) } else { cap.clone() };
+        k += 1;
+        End {
+            found: gap.le(&S::C(detect)).and(&exists),
+            point: std::array::from_fn(|i| &(&p0[i] + &p1[i]) * 0.5),
+            normal: normal.clone(),
+            gap,
+        }
+    })
 }
 
 /// A line-contact cylinder against a box (centre `bpos`, rotation `brot`, half-extents

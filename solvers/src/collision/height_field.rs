@@ -52,7 +52,7 @@ pub const SOLID_DEPTH: f64 = 1e4;
 /// A vertex of parry's height field frame (y up) in the geom frame (z up): the exact
 /// permutation of the +90° rotation about x of [`super::shapes::y_to_z`],
 /// (x, y, z) ↦ (x, −z, y), without its round-off.
-fn parry_to_geom(v: PVec) -> Vec3 {
+pub(crate) fn parry_to_geom(v: PVec) -> Vec3 {
     Vec3::new(v.x, -v.z, v.y)
 }
 
@@ -133,8 +133,12 @@ fn plane_candidates(
     }
 }
 
+/// Relative tolerance of [`over_triangle`]: a point counts as over the triangle down to
+/// −`OVER_TRIANGLE_TOL` × (twice the triangle's signed xy area) on each edge's inner side.
+pub(crate) const OVER_TRIANGLE_TOL: f64 = 1e-12;
+
 /// Whether `p` (geom frame) lies over the triangle `t` (geom frame) in the xy plane, edges
-/// included up to a relative tolerance.
+/// included up to a relative tolerance ([`OVER_TRIANGLE_TOL`]).
 fn over_triangle(p: &Vec3, t: &[Vec3; 3]) -> bool {
     let cross =
         |a: &Vec3, b: &Vec3, c: &Vec3| (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
@@ -142,9 +146,36 @@ fn over_triangle(p: &Vec3, t: &[Vec3; 3]) -> bool {
     if area == 0.0 {
         return false;
     }
-    let tol = -1e-12 * area.abs();
+    let tol = -OVER_TRIANGLE_TOL * area.abs();
     let s = area.signum();
     (0..3).all(|k| s * cross(&t[k], &t[(k + 1) % 3], p) >= tol)
+}
+
+/// The plane of triangle `t` (vertices in the field's geom frame, m) in the world, for a field
+/// geom placed at `gpos`, `gquat`: `(plane_pos, plane_quat)`, the plane through the first
+/// vertex with `plane_quat · z` the triangle's upward unit normal (the smallest rotation from
+/// z, nalgebra's `rotation_between`, composed after the geom's orientation). `None` for a
+/// degenerate triangle (a normal of zero or non-finite length). [`height_field_pair`] and the
+/// batched engine's tables (`batched::height_field`) both take their planes from here.
+// `!(len > 0.0)` on purpose: a NaN length is degenerate too.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+pub(crate) fn triangle_plane(t: &[Vec3; 3], gpos: &Vec3, gquat: &Quat) -> Option<(Vec3, Quat)> {
+    let mut n = (t[1] - t[0]).cross(&(t[2] - t[0]));
+    let len = n.norm();
+    if !(len > 0.0) {
+        return None;
+    }
+    if n.z < 0.0 {
+        n = -n;
+    }
+    n /= len;
+    // The triangle's plane in the world: through its first vertex, z along n.
+    let local = if n.x == 0.0 && n.y == 0.0 {
+        Quat::identity()
+    } else {
+        UnitQuaternion::rotation_between(&Vec3::z(), &n).unwrap_or_else(Quat::identity)
+    };
+    Some((gpos + gquat * t[0], gquat * local))
 }
 
 /// Append the contacts between height field geom `g0` and geom `g1` (MuJoCo's order: the
@@ -196,23 +227,9 @@ pub fn height_field_pair(
         ]);
     });
     for t in &triangles {
-        let mut n = (t[1] - t[0]).cross(&(t[2] - t[0]));
-        let len = n.norm();
-        if !(len > 0.0) {
+        let Some((plane_pos, plane_quat)) = triangle_plane(t, &gpos, &gquat) else {
             continue;
-        }
-        if n.z < 0.0 {
-            n = -n;
-        }
-        n /= len;
-        // The triangle's plane in the world: through its first vertex, z along n.
-        let local = if n.x == 0.0 && n.y == 0.0 {
-            Quat::identity()
-        } else {
-            UnitQuaternion::rotation_between(&Vec3::z(), &n).unwrap_or_else(Quat::identity)
         };
-        let plane_quat = gquat * local;
-        let plane_pos = gpos + gquat * t[0];
         for (point, normal, gap) in
             plane_candidates(model, kin, g1, &plane_pos, &plane_quat, detect)
         {

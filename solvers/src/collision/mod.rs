@@ -23,6 +23,7 @@ pub mod broad_phase;
 pub mod cylinder_box;
 pub mod frame;
 pub mod height_field;
+pub mod height_field_table;
 pub mod mixing;
 pub mod narrow_phase;
 pub mod plane_primitives;
