@@ -126,6 +126,24 @@ fn cartpole_autodiff_matches_the_finite_difference_reference() {
     );
 }
 
+/// The wheeled robot's inputs: forward and roll velocity, the left front wheel's spin, its
+/// command at the first step, friction and stiffness.
+const ROBOT_INPUTS: [&str; 6] = [
+    "qvel[0]",
+    "qvel[3]",
+    "qvel[6]",
+    "ctrl[0][0]",
+    "friction",
+    "ke",
+];
+
+/// The robot's rollout off the model's kinks (see the box_traversal test): a roll rate of
+/// 0.2 rad/s, and every command at 1.5 rad/s, inside the control clamp.
+fn off_the_kinks(p: &mut Problem) {
+    p.controls.iter_mut().flatten().for_each(|u| *u = 1.5);
+    p.initial.v[3] = 0.2;
+}
+
 #[test]
 fn box_traversal_autodiff_matches_the_finite_difference_reference() {
     // The wheeled robot (issue 17's robot class: plane–wheel line contacts merged per wheel)
@@ -143,22 +161,7 @@ fn box_traversal_autodiff_matches_the_finite_difference_reference() {
     //   stays differentiable there.
     // - The scene's own command saturates at the control clamp (±2 rad/s), where its
     //   derivative is 0; 1.5 rad/s lies inside it, so the wheel servo's control enters.
-    check(
-        "box_traversal",
-        &[
-            "qvel[0]",
-            "qvel[3]",
-            "qvel[6]",
-            "ctrl[0][0]",
-            "friction",
-            "ke",
-        ],
-        200,
-        &|p| {
-            p.controls.iter_mut().flatten().for_each(|u| *u = 1.5);
-            p.initial.v[3] = 0.2;
-        },
-    );
+    check("box_traversal", &ROBOT_INPUTS, 200, &off_the_kinks);
 }
 
 #[test]
@@ -171,19 +174,9 @@ fn height_field_robot_autodiff_matches_the_finite_difference_reference() {
     check_scene(
         "mesh_terrain (heightfield)",
         &scene,
-        &[
-            "qvel[0]",
-            "qvel[3]",
-            "qvel[6]",
-            "ctrl[0][0]",
-            "friction",
-            "ke",
-        ],
+        &ROBOT_INPUTS,
         200,
-        &|p| {
-            p.controls.iter_mut().flatten().for_each(|u| *u = 1.5);
-            p.initial.v[3] = 0.2;
-        },
+        &off_the_kinks,
     );
 }
 
