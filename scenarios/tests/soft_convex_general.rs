@@ -20,7 +20,8 @@
 //! capsules dropped crossed and parallel onto a lying one and a ball onto it
 //! (`mjc_CapsuleCapsule`'s two branches, `mjc_SphereCapsule`), a spinning tilted disc on the
 //! floor and a ball rolling over a standing cylinder's cap and rim (`mjc_PlaneCylinder`,
-//! `mjc_SphereCylinder`), and balls thrown at a box's face and edge (`mjc_SphereBox`).
+//! `mjc_SphereCylinder`), balls thrown at a box's face and edge (`mjc_SphereBox`), and
+//! ellipsoids on the floor and on an incline (`mjc_PlaneConvex`'s support point).
 
 use std::path::PathBuf;
 
@@ -34,7 +35,7 @@ fn dir() -> PathBuf {
 /// Run case `name` under soft_convex with `params` and return (max |qpos error|, max |qvel
 /// error|, steps whose count of contacts with a positive normal force differs from MuJoCo's),
 /// or the step's report's divergence message. `GENERAL_TRACE=<name>` prints the qpos error
-/// every 10 steps.
+/// every 10 steps, `GENERAL_CONTACTS=<name>` every step's contacts.
 fn compare(name: &str, params: Value) -> Result<(f64, f64, usize), String> {
     compare_over(name, params, f64::INFINITY)
 }
@@ -90,6 +91,14 @@ fn compare_over(name: &str, params: Value, seconds: f64) -> Result<(f64, f64, us
         }
         // Contacts with a positive normal force in the step leaving row k (`nactive`).
         let active = r.contacts.iter().filter(|c| c.impulse[0] > 0.0).count();
+        if std::env::var("GENERAL_CONTACTS").is_ok_and(|v| v == name) {
+            let c: Vec<_> = r
+                .contacts
+                .iter()
+                .map(|c| (c.geoms, c.gap, c.impulse[0]))
+                .collect();
+            println!("  step {k}: (geoms, gap, normal impulse) {c:?}");
+        }
         if active as f64 != row[2 + nq + nv] {
             econ += 1;
         }
@@ -193,4 +202,13 @@ fn cylinders_on_the_floor_and_under_a_ball_match_mujoco() {
 #[test]
 fn spheres_thrown_at_a_box_match_mujoco() {
     check("sphere_box_euler");
+}
+
+/// `mjc_PlaneConvex` with the ellipsoid's support point (`plane_ellipsoid`): a tilted, spinning
+/// ellipsoid rocking and rolling on the floor beside one thrown so that it tumbles, and one
+/// sliding and rolling down a 20° plane (a plane normal that is not the world's z).
+#[test]
+fn ellipsoids_on_planes_match_mujoco() {
+    check("ellipsoids_euler");
+    check("ellipsoid_incline_euler");
 }

@@ -63,7 +63,9 @@ pub enum GeomShape {
     /// Ellipsoid with semi-axes `radii` along the geom's x, y, z (MuJoCo `ellipsoid`, size =
     /// radii).
     ///
-    /// Collision uses an inscribed polytope (parry has no ellipsoid), see
+    /// Against a plane collision is exact (MuJoCo's support point,
+    /// [`crate::collision::primitive_pairs::plane_ellipsoid`]); against other geoms it uses an
+    /// inscribed polytope (parry has no ellipsoid), see
     /// [`crate::collision::shapes::collision_shape`].
     Ellipsoid {
         /// Semi-axes along x, y, z (m).

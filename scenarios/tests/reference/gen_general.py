@@ -3,7 +3,7 @@
 general/<name>.xml, its trajectory in general/<name>.csv, and general/<name>.json with the
 constant controls applied at every step and MuJoCo's version.
 
-Usage: python gen_general.py   (pip install mujoco==4.0.0 mujoco-core==4.0.1 numpy)
+Usage: python gen_general.py [CASE...]   (every case, or those named; pip install mujoco==4.0.0 mujoco-core==4.0.1 numpy)
 
 CSV rows: t, qpos.., qvel.., ncon, nactive; row 0 the initial state, row k the state after k
 calls of mj_step with d.ctrl = the case's controls; ncon the contacts MuJoCo detects at that
@@ -253,7 +253,43 @@ SPHERE_BOX = """<mujoco model="{name}">
 </mujoco>
 """
 
+# Ellipsoids on planes (mjc_PlaneConvex with the ellipsoid's support point): one dropped
+# tilted and spinning onto the floor, where it rocks and rolls on its changing lowest point, one
+# thrown sideways so that it tumbles over its long axis.
+ELLIPSOIDS = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="spinner" pos="0 0 0.2" euler="20 35 0">
+      <freejoint/>
+      <geom type="ellipsoid" size="0.15 0.08 0.05" mass="1"/>
+    </body>
+    <body name="tumbler" pos="0.8 0 0.15" euler="0 10 30">
+      <freejoint/>
+      <geom type="ellipsoid" size="0.1 0.06 0.12" mass="0.5"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# An ellipsoid on an inclined plane (20 degrees about y, friction 0.3): the plane's normal is
+# not the world's z, so the support direction is a rotated one; it slides and rolls down.
+ELLIPSOID_INCLINE = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="ramp" type="plane" size="5 5 0.1" euler="0 20 0" friction="0.3"/>
+    <body name="egg" pos="0 0 0.12" euler="0 20 40">
+      <freejoint/>
+      <geom type="ellipsoid" size="0.12 0.07 0.09" mass="0.8" friction="0.3"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
 CASES = [
+    ("ellipsoids_euler", ELLIPSOIDS, "Euler", [],
+     [0, 0, 0, 0.5, 0, 6.0, 1.2, 0.3, 0, 4.0, 0, 0], 1.0),
+    ("ellipsoid_incline_euler", ELLIPSOID_INCLINE, "Euler", [], None, 1.0),
     ("sphere_stack_euler", SPHERE_STACK, "Euler", [], None, 1.0),
     ("capsule_pile_euler", CAPSULE_PILE, "Euler", [], None, 1.0),
     ("cylinders_euler", CYLINDERS, "Euler", [], [0, 0, 0, 0, 0, 8.0, 0.6, 0, 0, 0, 0, 0], 1.0),
@@ -275,8 +311,13 @@ CASES = [
 
 
 def main():
+    """Write every case, or only those named on the command line."""
+    import sys
     os.makedirs(OUT, exist_ok=True)
+    only = set(sys.argv[1:])
     for name, template, integrator, ctrl, qvel0, seconds in CASES:
+        if only and name not in only:
+            continue
         xml = template.format(name=name, integrator=integrator)
         with open(os.path.join(OUT, f"{name}.xml"), "w") as f:
             f.write(xml)

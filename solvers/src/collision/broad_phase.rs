@@ -15,6 +15,7 @@
 //! Each pair is ordered MuJoCo's way: lower [`type_rank`] first, ties by geom index. Pairs are
 //! listed by increasing (lower index, higher index), so contacts come out in a fixed order.
 
+use parry3d_f64::bounding_volume::Aabb;
 use parry3d_f64::math::{Pose, Rot3, Vector as PVec};
 
 use super::shapes::{type_rank, CollisionShape};
@@ -78,20 +79,43 @@ pub fn shape_pose(kin: &Kinematics, shape: &CollisionShape, g: usize) -> Pose {
     )
 }
 
+/// The world AABB of geom `g`: parry's for its collision shape, except an ellipsoid's, which is
+/// exact (its collision shape is an inscribed polytope, [`super::shapes::collision_shape`],
+/// whose box can miss a plane that the ellipsoid itself reaches, and against a plane the
+/// ellipsoid is collided exactly, [`super::primitive_pairs::plane_ellipsoid`]). The half-extent
+/// of an ellipsoid with semi-axes `a` and rotation `R` along world axis k is
+/// `√(Σ_j (R_kj a_j)²)`: the support function `max_x e_k·x = |diag(a) Rᵀ e_k|`.
+pub fn geom_aabb(model: &Model, kin: &Kinematics, g: usize) -> Aabb {
+    if let GeomShape::Ellipsoid { radii } = &model.geoms[g].shape {
+        let r = kin.geom_xquat[g].to_rotation_matrix();
+        let m = r.matrix();
+        let c = kin.geom_xpos[g];
+        let half: [f64; 3] = std::array::from_fn(|k| {
+            (0..3)
+                .map(|j| (m[(k, j)] * radii[j]).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        });
+        return Aabb::new(
+            PVec::new(c.x - half[0], c.y - half[1], c.z - half[2]),
+            PVec::new(c.x + half[0], c.y + half[1], c.z + half[2]),
+        );
+    }
+    let s = &model.collision_shapes[g];
+    s.shape.compute_aabb(&shape_pose(kin, s, g))
+}
+
 /// True unless the world AABBs of the two shapes (or a plane and the other AABB) are farther
 /// apart than `dist` (m, the pair's `margin + gap`; negative values shrink the test to 0).
 pub fn bounds_overlap(model: &Model, kin: &Kinematics, g1: usize, g2: usize, dist: f64) -> bool {
     let d = dist.max(0.0);
-    let shapes = &model.collision_shapes;
     let plane1 = matches!(model.geoms[g1].shape, GeomShape::Plane);
     let plane2 = matches!(model.geoms[g2].shape, GeomShape::Plane);
     match (plane1, plane2) {
         (true, true) => false,
         (true, false) | (false, true) => {
             let (gp, go) = if plane1 { (g1, g2) } else { (g2, g1) };
-            let aabb = shapes[go]
-                .shape
-                .compute_aabb(&shape_pose(kin, &shapes[go], go));
+            let aabb = geom_aabb(model, kin, go);
             let n: Vec3 = kin.geom_xquat[gp] * Vec3::z();
             let p = kin.geom_xpos[gp];
             // Lowest AABB corner along n.

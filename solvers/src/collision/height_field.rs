@@ -56,7 +56,7 @@ pub(crate) fn parry_to_geom(v: PVec) -> Vec3 {
     Vec3::new(v.x, -v.z, v.y)
 }
 
-/// The world AABB of geom `g`'s collision shape, a height field's extended down by
+/// The world AABB of geom `g` ([`super::broad_phase::geom_aabb`]), a height field's extended down by
 /// [`SOLID_DEPTH`] below its lowest point (its solid, see the module doc).
 pub fn solid_aabb(model: &Model, kin: &Kinematics, g: usize) -> parry3d_f64::bounding_volume::Aabb {
     let s = &model.collision_shapes[g];
@@ -66,7 +66,7 @@ pub fn solid_aabb(model: &Model, kin: &Kinematics, g: usize) -> parry3d_f64::bou
         local.mins.y -= SOLID_DEPTH;
         local.transform_by(&pose)
     } else {
-        s.shape.compute_aabb(&pose)
+        super::broad_phase::geom_aabb(model, kin, g)
     }
 }
 

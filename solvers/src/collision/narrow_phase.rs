@@ -37,7 +37,7 @@
 //! a soft contact, a singular Delassus block for hard contact).
 //!
 //! MuJoCo's analytic pairs are the exception: plane with sphere, capsule and box
-//! ([`super::plane_primitives`] explains why) and plane–cylinder, sphere with sphere, capsule,
+//! ([`super::plane_primitives`] explains why) and plane–cylinder, plane–ellipsoid, sphere with sphere, capsule,
 //! cylinder and box, and capsule–capsule ([`super::primitive_pairs`]) use MuJoCo's own formulas
 //! and order of operations, so the parry descriptions above apply to those pairs only where a
 //! geom keeps the harness's own rule (`line_contact_as_point`, the robot's wheels). Height fields are the other

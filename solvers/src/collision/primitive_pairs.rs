@@ -9,6 +9,7 @@
 //! | capsule–capsule | `mjc_CapsuleCapsule` (same) | ≤ 2 |
 //! | sphere–box | `mjc_SphereBox` (`engine_collision_box.c`) | ≤ 1 |
 //! | plane–cylinder | `mjc_PlaneCylinder` (`engine_collision_primitive.c`) | ≤ 4 |
+//! | plane–ellipsoid | `mjc_PlaneConvex` with the ellipsoid's support (`engine_collision_convex.c`) | ≤ 1 |
 //!
 //! The arguments are MuJoCo's: `pos` the geom's centre (m, world), `mat` its rotation matrix,
 //! row-major, from [`super::plane_primitives::quat_to_mat`] (`mju_quat2Mat` of `geom_xquat`),
@@ -413,6 +414,47 @@ pub fn plane_cylinder(
     out
 }
 
+/// The plane–ellipsoid contact of MuJoCo's `mjc_PlaneConvex` (`engine_collision_convex.c`),
+/// which MuJoCo's collision table uses for this pair: the ellipsoid's support point `s` in the
+/// direction `−n` (n the plane's normal, its z axis), the signed distance `dist = n·(s − p)` of
+/// that point from the plane through `p`, and, when `dist ≤ margin`, one contact at
+/// `s − (dist/2) n` with normal `n` (MuJoCo stops there for an ellipsoid: the extra vertices it
+/// adds are a mesh's).
+///
+/// The support point of an ellipsoid with semi-axes `a = radii` (m, the geom's x, y, z) in the
+/// world direction `d` (`mjc_ellipsoidSupport`): `d' = Rᵀ d` in the geom frame, `w = a ∘ d'`,
+/// `s' = a ∘ w/|w|` (the point where the outward normal is `d`: the surface
+/// `Σ (x_i/a_i)² = 1` has normal ∝ x_i/a_i², and `x = a ∘ w/|w|` gives x_i/a_i² = d'_i/|w|),
+/// `s = p_e + R s'`. Where `|w| < 1e-15` (a zero direction) MuJoCo takes the end of the local
+/// x semi-axis, as here.
+pub fn plane_ellipsoid(plane: &Placed, e: &Placed, radii: &Vec3, margin: f64) -> Option<Candidate> {
+    let normal = z_axis(&plane.mat);
+    let dir = scl3(&normal, -1.0);
+    let local = mul_mat_t_vec3(&e.mat, &dir);
+    let w = [local[0] * radii.x, local[1] * radii.y, local[2] * radii.z];
+    let norm = dot3(&w, &w).sqrt();
+    let support_local = if norm < MINVAL {
+        [radii.x, 0.0, 0.0]
+    } else {
+        [
+            w[0] / norm * radii.x,
+            w[1] / norm * radii.y,
+            w[2] / norm * radii.z,
+        ]
+    };
+    let support = add3(&mul_mat_vec3(&e.mat, &support_local), &e.pos);
+    let dist = dot3(&normal, &sub3(&support, &plane.pos));
+    // A NaN distance gives no contact (the harness judges divergence on the state).
+    if !(dist <= margin) {
+        return None;
+    }
+    Some(candidate(
+        add3(&support, &scl3(&normal, -0.5 * dist)),
+        normal,
+        dist,
+    ))
+}
+
 /// The pair `(g0, g1)` (MuJoCo's order: lower shape type first) if it is one of this module's,
 /// as candidates with detection distance `margin` (m); `None` for every other pair, which the
 /// caller collides otherwise. A geom with [`crate::model::Geom::line_contact_as_point`] (the
@@ -432,7 +474,7 @@ pub fn collide(
     }
     let handled = matches!(
         (&a.shape, &b.shape),
-        (S::Plane, S::Cylinder { .. })
+        (S::Plane, S::Cylinder { .. } | S::Ellipsoid { .. })
             | (
                 S::Sphere { .. },
                 S::Sphere { .. } | S::Capsule { .. } | S::Cylinder { .. } | S::Box { .. }
@@ -463,6 +505,9 @@ pub fn collide(
                 half_length,
             },
         ) => plane_cylinder(&p0, &p1, *radius, *half_length, margin),
+        (S::Plane, S::Ellipsoid { radii }) => plane_ellipsoid(&p0, &p1, radii, margin)
+            .into_iter()
+            .collect(),
         (S::Sphere { radius: r }, S::Sphere { radius }) => {
             sphere_sphere(&p0, *r, &p1, *radius, margin)
                 .into_iter()
@@ -596,5 +641,34 @@ mod tests {
         let s = [0.05 + 0.06, 0.0, 0.1 + 0.06];
         let (_, _, d) = sphere_cylinder(&at(s), 0.1, &c, 0.05, 0.1, 0.0).unwrap();
         assert!((d - (0.06 * 2.0_f64.sqrt() - 0.1)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn tilted_ellipsoid_touches_the_plane_at_its_lowest_point() {
+        // Semi-axes (a, b, c) = (0.2, 0.1, 0.05), turned by θ about y: the lowest point lies
+        // sqrt(a² sin²θ + c² cos²θ) below the centre, x = (a² − c²) sinθ cosθ / that depth from it
+        // (the point where the surface's normal is −z).
+        let (a, c, th) = (0.2_f64, 0.05_f64, 0.4_f64);
+        let (s, co) = th.sin_cos();
+        let e = Placed {
+            pos: [0.1, -0.2, 0.08],
+            mat: [co, 0.0, s, 0.0, 1.0, 0.0, -s, 0.0, co],
+        };
+        let depth = (a * a * s * s + c * c * co * co).sqrt();
+        let radii = Vec3::new(a, 0.1, c);
+        let (p, n, d) = plane_ellipsoid(&at([0.0; 3]), &e, &radii, 0.0).unwrap();
+        assert!((d - (0.08 - depth)).abs() < 1e-15, "dist {d}");
+        assert_eq!(n, Vec3::z());
+        let x = 0.1 + (a * a - c * c) * s * co / depth;
+        assert!((p.x - x).abs() < 1e-15 && (p.y + 0.2).abs() < 1e-15);
+        assert!((p.z - d / 2.0).abs() < 1e-15, "midway between the surfaces");
+        // Lifted above the margin: no contact; within it: a contact with a positive distance.
+        let high = Placed {
+            pos: [0.1, -0.2, depth + 0.01],
+            ..e
+        };
+        assert!(plane_ellipsoid(&at([0.0; 3]), &high, &radii, 0.005).is_none());
+        let (_, _, d) = plane_ellipsoid(&at([0.0; 3]), &high, &radii, 0.02).unwrap();
+        assert!((d - 0.01).abs() < 1e-15);
     }
 }

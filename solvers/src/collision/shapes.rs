@@ -64,7 +64,8 @@ fn pv(x: f64, y: f64, z: f64) -> PVec {
 /// * box → [`Cuboid`] (half-extents); sphere → [`Ball`];
 /// * capsule, cylinder → [`Capsule`] / [`Cylinder`] along parry's y, with `offset` = +90° about x;
 /// * ellipsoid → [`ConvexPolyhedron`] hull of 24 × 48 surface samples (parry has no ellipsoid;
-///   an inscribed approximation within 0.86 % of the largest radius);
+///   an inscribed approximation within 0.86 % of the largest radius), used against everything
+///   but a plane (plane–ellipsoid is exact, [`super::primitive_pairs::plane_ellipsoid`]);
 /// * convex mesh → [`ConvexPolyhedron`] of the vertices' convex hull;
 /// * triangle mesh → [`TriMesh`];
 /// * height field → [`HeightField`] (rows flipped so that parry's z = −y), `offset` as above.
