@@ -212,3 +212,12 @@ fn ellipsoids_on_planes_match_mujoco() {
     check("ellipsoids_euler");
     check("ellipsoid_incline_euler");
 }
+
+/// `mjc_CapsuleBox` ([`contactlab_solvers::collision::capsule_box`]): capsules dropped on a
+/// fixed block, nearly flat on its top face (an end lands first, then both), hanging over an
+/// edge until they slide off it, tilted onto a corner, and one rolled across the face and off
+/// an edge, then on the floor.
+#[test]
+fn capsules_on_a_block_match_mujoco() {
+    check("capsule_box_euler");
+}

@@ -286,7 +286,38 @@ ELLIPSOID_INCLINE = """<mujoco model="{name}">
 </mujoco>
 """
 
+# Capsules against a fixed block and the floor (mjc_CapsuleBox: an end over a face, the segment
+# across an edge, a corner; mjc_PlaneCapsule once they fall off): one dropped nearly flat on
+# the top face (one end lands first), one dropped along x hanging over the block's +x edge, one
+# dropped tilted onto a corner, one rolled across the top face off its -y edge.
+CAPSULE_BOX = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <geom name="block" type="box" pos="0 0 0.2" size="0.4 0.3 0.2" euler="0 0 10"/>
+    <body name="flat" pos="-0.22 -0.05 0.5" euler="0 85 0">
+      <freejoint/>
+      <geom type="capsule" size="0.04 0.15" mass="0.5"/>
+    </body>
+    <body name="over" pos="0.38 0.15 0.6" euler="5 90 0">
+      <freejoint/>
+      <geom type="capsule" size="0.03 0.12" mass="0.3"/>
+    </body>
+    <body name="corner" pos="-0.42 -0.33 0.7" euler="30 20 10">
+      <freejoint/>
+      <geom type="capsule" size="0.035 0.1" mass="0.3"/>
+    </body>
+    <body name="roller" pos="0.1 0.05 0.451" euler="0 90 10">
+      <freejoint/>
+      <geom type="capsule" size="0.05 0.1" mass="0.4"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
 CASES = [
+    ("capsule_box_euler", CAPSULE_BOX, "Euler", [],
+     [0] * 18 + [0, -0.8, 0, 0, 0, 0], 1.0),
     ("ellipsoids_euler", ELLIPSOIDS, "Euler", [],
      [0, 0, 0, 0.5, 0, 6.0, 1.2, 0.3, 0, 4.0, 0, 0], 1.0),
     ("ellipsoid_incline_euler", ELLIPSOID_INCLINE, "Euler", [], None, 1.0),

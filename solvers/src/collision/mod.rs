@@ -20,6 +20,7 @@
 use nalgebra::Matrix3;
 
 pub mod broad_phase;
+pub mod capsule_box;
 pub mod cylinder_box;
 pub mod frame;
 pub mod height_field;

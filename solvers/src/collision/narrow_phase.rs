@@ -38,7 +38,7 @@
 //!
 //! MuJoCo's analytic pairs are the exception: plane with sphere, capsule and box
 //! ([`super::plane_primitives`] explains why) and plane–cylinder, plane–ellipsoid, sphere with sphere, capsule,
-//! cylinder and box, and capsule–capsule ([`super::primitive_pairs`]) use MuJoCo's own formulas
+//! cylinder and box, capsule–capsule and capsule–box ([`super::primitive_pairs`]) use MuJoCo's own formulas
 //! and order of operations, so the parry descriptions above apply to those pairs only where a
 //! geom keeps the harness's own rule (`line_contact_as_point`, the robot's wheels). Height fields are the other
 //! exception: each triangle is a solid, collided as a plane over its prism

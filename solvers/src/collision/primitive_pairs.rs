@@ -9,6 +9,7 @@
 //! | capsule–capsule | `mjc_CapsuleCapsule` (same) | ≤ 2 |
 //! | sphere–box | `mjc_SphereBox` (`engine_collision_box.c`) | ≤ 1 |
 //! | plane–cylinder | `mjc_PlaneCylinder` (`engine_collision_primitive.c`) | ≤ 4 |
+//! | capsule–box | `mjc_CapsuleBox` (`engine_collision_box.c`; [`super::capsule_box`]) | ≤ 2 |
 //! | plane–ellipsoid | `mjc_PlaneConvex` with the ellipsoid's support (`engine_collision_convex.c`) | ≤ 1 |
 //!
 //! The arguments are MuJoCo's: `pos` the geom's centre (m, world), `mat` its rotation matrix,
@@ -37,17 +38,17 @@ use super::frame::{normalize3, MIN_VAL as MINVAL};
 use super::plane_primitives::{dot3, mul_mat_vec3, Candidate};
 use crate::model::Vec3;
 
-type V3 = [f64; 3];
+pub(super) type V3 = [f64; 3];
 
-fn sub3(a: &V3, b: &V3) -> V3 {
+pub(super) fn sub3(a: &V3, b: &V3) -> V3 {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }
 
-fn add3(a: &V3, b: &V3) -> V3 {
+pub(super) fn add3(a: &V3, b: &V3) -> V3 {
     [a[0] + b[0], a[1] + b[1], a[2] + b[2]]
 }
 
-fn scl3(a: &V3, s: f64) -> V3 {
+pub(super) fn scl3(a: &V3, s: f64) -> V3 {
     [a[0] * s, a[1] * s, a[2] * s]
 }
 
@@ -71,7 +72,7 @@ fn clip(x: f64, lo: f64, hi: f64) -> f64 {
 }
 
 /// `mju_mulMatTVec3`: the transpose times `v`.
-fn mul_mat_t_vec3(m: &[f64; 9], v: &V3) -> V3 {
+pub(super) fn mul_mat_t_vec3(m: &[f64; 9], v: &V3) -> V3 {
     [
         m[0] * v[0] + m[3] * v[1] + m[6] * v[2],
         m[1] * v[0] + m[4] * v[1] + m[7] * v[2],
@@ -80,7 +81,7 @@ fn mul_mat_t_vec3(m: &[f64; 9], v: &V3) -> V3 {
 }
 
 /// The geom's z axis (third column of `mat`).
-fn z_axis(m: &[f64; 9]) -> V3 {
+pub(super) fn z_axis(m: &[f64; 9]) -> V3 {
     [m[2], m[5], m[8]]
 }
 
@@ -479,7 +480,7 @@ pub fn collide(
                 S::Sphere { .. },
                 S::Sphere { .. } | S::Capsule { .. } | S::Cylinder { .. } | S::Box { .. }
             )
-            | (S::Capsule { .. }, S::Capsule { .. })
+            | (S::Capsule { .. }, S::Capsule { .. } | S::Box { .. })
     );
     if !handled {
         return None;
@@ -544,6 +545,13 @@ pub fn collide(
                 half_length: h1,
             },
         ) => capsule_capsule(&p0, *r0, *h0, &p1, *r1, *h1, margin),
+        (
+            S::Capsule {
+                radius,
+                half_length,
+            },
+            S::Box { half },
+        ) => super::capsule_box::capsule_box(&p0, *radius, *half_length, &p1, half, margin),
         _ => unreachable!("checked by `handled`"),
     })
 }
