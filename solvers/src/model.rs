@@ -274,6 +274,9 @@ pub struct DisableFlags {
     pub equality: bool,
     /// No joint friction loss (`frictionloss="disable"`).
     pub frictionloss: bool,
+    /// One constraint problem for all constrained dofs instead of one per island
+    /// (`island="disable"`; soft_convex, `crate::soft_convex::islands`).
+    pub island: bool,
 }
 
 /// A rigid body: where it sits in the tree, its inertia, and the joints that move it.

@@ -191,6 +191,7 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
                     "limit" => d.limit = off,
                     "equality" => d.equality = off,
                     "frictionloss" => d.frictionloss = off,
+                    "island" => d.island = off,
                     _ => {}
                 }
             }

@@ -10,7 +10,7 @@
 //!   `<option timestep gravity integrator cone impratio solver iterations tolerance
 //!   ls_iterations ls_tolerance noslip_iterations="0">` (the no-slip post-solver is not
 //!   implemented: another value is an error) and `<flag warmstart refsafe contact gravity
-//!   limit equality frictionloss>` ([`contactlab_solvers::model::DisableFlags`]).
+//!   limit equality frictionloss island>` ([`contactlab_solvers::model::DisableFlags`]).
 //! * `<default>` classes, nested, with `class` and `childclass` ([`defaults`]).
 //! * `<worldbody>`, `<body name pos quat euler axisangle xyaxes zaxis childclass>`,
 //!   `<inertial>` (`diaginertia` or `fullinertia`), `<joint>` (free, ball, hinge, slide),

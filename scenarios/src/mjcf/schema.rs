@@ -95,12 +95,12 @@ pub(crate) const FLAG: Spec = Spec {
         "gravity",
         "limit",
         "equality",
-        "frictionloss"
+        "frictionloss",
+        "island"
     ],
-    // Flags that do not change the trajectory: solver bookkeeping, sensors, energy reports,
-    // the interactive simulator's auto reset, the broad phase's acceleration structure.
+    // Flags that do not change the trajectory: sensors, energy reports, the interactive
+    // simulator's auto reset, the broad phase's acceleration structure.
     ignored: list![
-        "island",
         "sensor",
         "energy",
         "fwdinv",

@@ -315,7 +315,43 @@ CAPSULE_BOX = """<mujoco model="{name}">
 </mujoco>
 """
 
+# Torsional and rolling friction (condim 4 and 6; the floor condim 1 and low friction, so that each
+# contact takes its body's: MuJoCo mixes by the maximum), under each friction cone: a ball and a box
+# spinning about the vertical on the floor (condim 4: the torsional row slows them), a ball
+# launched sliding and a capsule launched rolling sideways (condim 6: the rolling rows stop
+# them).
+CONDIM = """<mujoco model="{name}">
+  <option timestep="0.002" integrator="{integrator}" cone="CONE"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1" condim="1" friction="0.5 0.001 0.0001"/>
+    <body name="spinner" pos="0 0 0.1">
+      <freejoint/>
+      <geom type="sphere" size="0.1" mass="1" condim="4" friction="0.8 0.02 0.001"/>
+    </body>
+    <body name="roller" pos="0.5 0 0.08">
+      <freejoint/>
+      <geom type="sphere" size="0.08" mass="0.5" condim="6" friction="0.8 0.005 0.01"/>
+    </body>
+    <body name="box" pos="0 0.6 0.05">
+      <freejoint/>
+      <geom type="box" size="0.1 0.08 0.05" mass="1" condim="4" friction="0.6 0.03 0.001"/>
+    </body>
+    <body name="log" pos="0.5 0.6 0.05" euler="0 90 0">
+      <freejoint/>
+      <geom type="capsule" size="0.05 0.15" mass="0.6" condim="6" friction="0.8 0.005 0.02"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+CONDIM_QVEL = [0, 0, 0, 0, 0, 10.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8.0, 0, 0.8, 0, 0, 0, 0]
+
 CASES = [
+    ("condim_pyramidal_euler", CONDIM.replace("CONE", "pyramidal"), "Euler", [], CONDIM_QVEL, 1.0),
+    ("condim_elliptic_euler", CONDIM.replace("CONE", "elliptic"), "Euler", [], CONDIM_QVEL, 1.0),
+    # The same with one constraint problem for all bodies (no islands; scale from meaninertia).
+    ("condim_noisland_euler",
+     CONDIM.replace('cone="CONE"/>', 'cone="pyramidal"><flag island="disable"/></option>'),
+     "Euler", [], CONDIM_QVEL, 1.0),
     ("capsule_box_euler", CAPSULE_BOX, "Euler", [],
      [0] * 18 + [0, -0.8, 0, 0, 0, 0], 1.0),
     ("ellipsoids_euler", ELLIPSOIDS, "Euler", [],

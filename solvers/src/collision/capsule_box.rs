@@ -44,9 +44,7 @@
 //! bit for bit. Nothing is copied from MuJoCo's source.
 
 use super::plane_primitives::{dot3, mul_mat_vec3, Candidate};
-use super::primitive_pairs::{
-    add3, mul_mat_t_vec3, scl3, sphere_box, sub3, z_axis, Placed, V3,
-};
+use super::primitive_pairs::{add3, mul_mat_t_vec3, scl3, sphere_box, sub3, z_axis, Placed, V3};
 use crate::collision::frame::MIN_VAL as MINVAL;
 use crate::model::Vec3;
 
@@ -83,7 +81,12 @@ pub fn capsule_box(
     let pos = mul_mat_t_vec3(&b.mat, &sub3(&c.pos, &b.pos));
     let axis = mul_mat_t_vec3(&b.mat, &z_axis(&c.mat));
     let ha = scl3(&axis, l);
-    let octant = |v: &V3| (0..3).filter(|&k| v[k] > 0.0).map(|k| 1usize << k).sum::<usize>();
+    let octant = |v: &V3| {
+        (0..3)
+            .filter(|&k| v[k] > 0.0)
+            .map(|k| 1usize << k)
+            .sum::<usize>()
+    };
     let axisdir = octant(&ha);
 
     let mut best = margin + 2.0 * (r + l + e[0] + e[1] + e[2]);
@@ -119,13 +122,8 @@ pub fn capsule_box(
     // The twelve edges.
     for j in 0..3 {
         for corner in (0..8usize).filter(|i| i & (1 << j) == 0) {
-            let mut mid: V3 = std::array::from_fn(|k| {
-                if corner & (1 << k) != 0 {
-                    e[k]
-                } else {
-                    -e[k]
-                }
-            });
+            let mut mid: V3 =
+                std::array::from_fn(|k| if corner & (1 << k) != 0 { e[k] } else { -e[k] });
             mid[j] = 0.0;
             let dif = sub3(&mid, &pos);
             let ma = e[j] * e[j];
@@ -304,7 +302,10 @@ mod tests {
 
     #[test]
     fn capsule_lying_on_a_face_touches_at_both_ends() {
-        let b = Placed { pos: [0.0; 3], mat: I };
+        let b = Placed {
+            pos: [0.0; 3],
+            mat: I,
+        };
         let half = Vec3::new(1.0, 1.0, 0.5);
         let c = Placed {
             pos: [0.2, -0.1, 0.59],
@@ -323,7 +324,10 @@ mod tests {
         // Lying along x on the top face, its +x end hanging 0.2 beyond the edge at x = 1:
         // the end over the face touches, and the second sphere sits on the edge (t where
         // x = 1), not at the hanging end.
-        let b = Placed { pos: [0.0; 3], mat: I };
+        let b = Placed {
+            pos: [0.0; 3],
+            mat: I,
+        };
         let half = Vec3::new(1.0, 1.0, 0.5);
         let c = Placed {
             pos: [0.9, 0.0, 0.59],
@@ -340,7 +344,10 @@ mod tests {
 
     #[test]
     fn capsule_pointing_at_a_face_touches_once_and_far_away_never() {
-        let b = Placed { pos: [0.0; 3], mat: I };
+        let b = Placed {
+            pos: [0.0; 3],
+            mat: I,
+        };
         let half = Vec3::new(1.0, 1.0, 0.5);
         // Standing on the top face (axis z): its lower end, 5 mm deep.
         let c = Placed {

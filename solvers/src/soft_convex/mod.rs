@@ -17,9 +17,8 @@
 //!    or `implicit` (the model's option or the parameter), MuJoCo's velocity-implicit update
 //!    `(M − h D) a = qfrc_smooth + Jᵀ f` ([`crate::implicit`]).
 //!
-//! Scope notes: islands are merged into one problem whose convergence scale is
-//! `1/Σ M_ii` over the constrained kinematic trees (identical to MuJoCo when there is one
-//! island, as in every reference scene). The reference acceleration of connect and weld rows
+//! Constraint islands are solved one by one as MuJoCo does ([`islands`]; merged into one
+//! problem with `<flag island="disable"/>`). The reference acceleration of connect and weld rows
 //! carries their velocity-product term, `aref −= J̇ v` (MuJoCo's `mj_Jdotv`;
 //! [`crate::constraint::point_jdotv`] and the weld rotation's product rule; checked against
 //! MuJoCo 4.0.1 on a closed chain and a free box connected or welded to an arm,
@@ -28,6 +27,7 @@
 pub mod cost;
 pub mod impedance;
 pub mod invweight;
+pub mod islands;
 pub mod linesearch;
 pub mod rows;
 pub mod solver;
@@ -418,7 +418,15 @@ impl SoftConvex {
         let (qacc, force, iterations, gradient, converged) = if rows.kinds.is_empty() {
             (a0.clone(), DVector::zeros(0), 0, 0.0, true)
         } else {
-            let scale = island_scale(model, &m, &rows.j);
+            // Genesis' signorini solves one problem; MuJoCo one per island unless disabled.
+            let per_island = signorini.is_none() && !model.options.disable.island;
+            let scale = if per_island {
+                f64::NAN
+            } else if signorini.is_some() {
+                island_scale(model, &m, &rows.j)
+            } else {
+                monolithic_scale(model)
+            };
             let problem = Problem {
                 m: &m,
                 f_s: &f_s,
@@ -427,6 +435,7 @@ impl SoftConvex {
                 scale,
                 signorini: signorini.as_ref(),
             };
+            // The warm start is chosen on the whole system (spec §A5 "Warmstart").
             let start = match (&self.warm, p.warmstart) {
                 // Genesis' signorini always starts from the previous accelerations (spec §B).
                 (Some(w), true)
@@ -445,24 +454,25 @@ impl SoftConvex {
                 }
                 _ => a0.clone(),
             };
-            let sol = solve(
-                &problem,
-                start,
-                &SolverSettings {
-                    kind: p.solver,
-                    iterations: p.iterations,
-                    tolerance: p.tolerance,
-                    ls_iterations: p.ls_iterations,
-                    ls_tolerance: p.ls_tolerance,
-                },
-            );
-            (
-                sol.qacc,
-                sol.force,
-                sol.iterations,
-                sol.gradient,
-                sol.converged,
-            )
+            let settings = SolverSettings {
+                kind: p.solver,
+                iterations: p.iterations,
+                tolerance: p.tolerance,
+                ls_iterations: p.ls_iterations,
+                ls_tolerance: p.ls_tolerance,
+            };
+            if per_island {
+                solve_islands(model, &problem, &start, &settings)
+            } else {
+                let sol = solve(&problem, start, &settings);
+                (
+                    sol.qacc,
+                    sol.force,
+                    sol.iterations,
+                    sol.gradient,
+                    sol.converged,
+                )
+            }
         };
 
         // Semi-implicit Euler; implicit joint damping when any joint is damped (eulerdamp). Or
@@ -571,6 +581,63 @@ fn signorini_blocks(rows: &mut Rows, impratio: f64, latch: bool) -> Signorini {
         }
     }
     Signorini { blocks, latch }
+}
+
+/// MuJoCo's scale of one problem for all constrained dofs (`<flag island="disable"/>`):
+/// `1/(meaninertia · max(1, nv))` with `meaninertia = trace(M(qpos0))/nv` (spec §A5).
+fn monolithic_scale(model: &Model) -> f64 {
+    let m0 = mass_matrix(model, &forward_kinematics(model, &model.qpos0));
+    let nv = model.nv.max(1) as f64;
+    let meaninertia = m0.trace() / nv;
+    1.0 / (meaninertia * nv).max(impedance::MINVAL)
+}
+
+/// Solve `problem` island by island ([`islands`]; spec §A5 "Islands"): each island's dofs and
+/// rows as a problem of its own, from `start`'s entries on its dofs, with the scale
+/// `1/Σ M_ii` over its dofs; dofs in no island keep `a0`. Returns (qacc, row forces, the most
+/// iterations of any island, the largest final scaled gradient, whether every island converged).
+fn solve_islands(
+    model: &Model,
+    problem: &Problem<'_>,
+    start: &DVector<f64>,
+    settings: &SolverSettings,
+) -> (DVector<f64>, DVector<f64>, usize, f64, bool) {
+    let mut qacc = problem.a0.clone();
+    let mut force = DVector::zeros(problem.rows.kinds.len());
+    let (mut iterations, mut gradient, mut converged) = (0, 0.0f64, true);
+    for island in islands::islands(model, &problem.rows.j) {
+        let (dofs, rows) = (&island.dofs, &island.rows);
+        let pick =
+            |v: &DVector<f64>| DVector::from_iterator(dofs.len(), dofs.iter().map(|&d| v[d]));
+        let m = DMatrix::from_fn(dofs.len(), dofs.len(), |a, b| problem.m[(dofs[a], dofs[b])]);
+        let (f_s, a0) = (pick(problem.f_s), pick(problem.a0));
+        let sub_rows = problem.rows.select(rows, dofs);
+        let scale = 1.0
+            / dofs
+                .iter()
+                .map(|&d| problem.m[(d, d)])
+                .sum::<f64>()
+                .max(impedance::MINVAL);
+        let sub = Problem {
+            m: &m,
+            f_s: &f_s,
+            a0: &a0,
+            rows: &sub_rows,
+            scale,
+            signorini: None,
+        };
+        let sol = solve(&sub, pick(start), settings);
+        for (k, &d) in dofs.iter().enumerate() {
+            qacc[d] = sol.qacc[k];
+        }
+        for (k, &r) in rows.iter().enumerate() {
+            force[r] = sol.force[k];
+        }
+        iterations = iterations.max(sol.iterations);
+        gradient = gradient.max(sol.gradient);
+        converged &= sol.converged;
+    }
+    (qacc, force, iterations, gradient, converged)
 }
 
 /// MuJoCo's island scale `1/Σ M_ii` over the dofs of the kinematic trees that the rows touch.

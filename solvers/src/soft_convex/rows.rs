@@ -116,6 +116,26 @@ pub struct Rows {
     pub contacts: Vec<ContactBlock>,
 }
 
+impl Rows {
+    /// The rows `rows` restricted to the dofs `dofs` (an island, [`super::islands`]): the
+    /// Jacobian's sub-block and the per-row data the solver reads; no contact blocks. `rows`
+    /// must keep each cone's rows together and in order (an island does).
+    pub fn select(&self, rows: &[usize], dofs: &[usize]) -> Rows {
+        let pick =
+            |v: &DVector<f64>| DVector::from_iterator(rows.len(), rows.iter().map(|&r| v[r]));
+        Rows {
+            j: DMatrix::from_fn(rows.len(), dofs.len(), |i, k| self.j[(rows[i], dofs[k])]),
+            kinds: rows.iter().map(|&r| self.kinds[r].clone()).collect(),
+            r: pick(&self.r),
+            d: pick(&self.d),
+            aref: pick(&self.aref),
+            imp: pick(&self.imp),
+            diag_approx: pick(&self.diag_approx),
+            contacts: Vec::new(),
+        }
+    }
+}
+
 /// One row before stacking.
 struct Row {
     jac: DVector<f64>,
