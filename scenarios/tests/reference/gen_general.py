@@ -345,7 +345,38 @@ CONDIM = """<mujoco model="{name}">
 """
 CONDIM_QVEL = [0, 0, 0, 0, 0, 10.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8.0, 0, 0.8, 0, 0, 0, 0]
 
+# A 45 g capsule pinched between two position-servoed pads on slide joints (the grasp creep of
+# mujoco#3328; scenarios/tests/mjcf/pinched_capsule_ncp_fb_no_iterations.xml without its
+# comments): mjc_CapsuleBox gives two contacts per pad, and the soft contact lets the capsule
+# creep down at a steady rate.
+PINCH = """<mujoco model="{name}">
+  <option timestep="0.001" integrator="{integrator}"/>
+  <default>
+    <geom friction="0.7 0.005 0.0001"/>
+  </default>
+  <worldbody>
+    <body name="left_pad" pos="-0.009 0 0">
+      <joint name="left_slide" type="slide" axis="1 0 0"/>
+      <geom name="left_pad_geom" type="box" size="0.005 0.03 0.04" mass="0.1"/>
+    </body>
+    <body name="right_pad" pos="0.009 0 0">
+      <joint name="right_slide" type="slide" axis="1 0 0"/>
+      <geom name="right_pad_geom" type="box" size="0.005 0.03 0.04" mass="0.1"/>
+    </body>
+    <body name="capsule" pos="0 0 0">
+      <freejoint name="capsule_free"/>
+      <geom name="capsule_geom" type="capsule" size="0.004 0.03" mass="0.045"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="left_servo" joint="left_slide" kp="1000" kv="20"/>
+    <position name="right_servo" joint="right_slide" kp="1000" kv="20"/>
+  </actuator>
+</mujoco>
+"""
+
 CASES = [
+    ("pinched_capsule_euler", PINCH, "Euler", [0.002, -0.002], None, 1.0),
     ("condim_pyramidal_euler", CONDIM.replace("CONE", "pyramidal"), "Euler", [], CONDIM_QVEL, 1.0),
     ("condim_elliptic_euler", CONDIM.replace("CONE", "elliptic"), "Euler", [], CONDIM_QVEL, 1.0),
     # The same with one constraint problem for all bodies (no islands; scale from meaninertia).
