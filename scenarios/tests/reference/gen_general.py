@@ -377,6 +377,14 @@ PINCH = """<mujoco model="{name}">
 
 CASES = [
     ("pinched_capsule_euler", PINCH, "Euler", [0.002, -0.002], None, 1.0),
+    # The creep under the elliptic cone at impratio 1 and 10 (the slip rate impratio controls).
+    ("pinched_elliptic_euler",
+     PINCH.replace('integrator="{integrator}"/>', 'integrator="{integrator}" cone="elliptic"/>'),
+     "Euler", [0.002, -0.002], None, 1.0),
+    ("pinched_elliptic_impratio10_euler",
+     PINCH.replace('integrator="{integrator}"/>',
+                   'integrator="{integrator}" cone="elliptic" impratio="10"/>'),
+     "Euler", [0.002, -0.002], None, 1.0),
     ("condim_pyramidal_euler", CONDIM.replace("CONE", "pyramidal"), "Euler", [], CONDIM_QVEL, 1.0),
     ("condim_elliptic_euler", CONDIM.replace("CONE", "elliptic"), "Euler", [], CONDIM_QVEL, 1.0),
     # The same with one constraint problem for all bodies (no islands; scale from meaninertia).
