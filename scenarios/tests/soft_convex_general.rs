@@ -290,3 +290,45 @@ fn pinched_capsule_slip_rate_matches_mujoco_under_both_cones_and_impratios() {
         );
     }
 }
+
+/// The `grasp` benchmark scene against MuJoCo 4.0.1 running the same model
+/// (`reference/general/grasp.xml`, `gen_grasp.py`) under implicitfast with the scene's control
+/// law: the same trajectory at h = 10 ms over the whole 2.5 s, and at h = 20 ms the same
+/// failure. At 20 ms MuJoCo's refsafe doubles the contact time constant to 2h = 0.04 s (four
+/// times softer), the fingers, servoed 1 cm past contact, sink into the object when the lift
+/// starts, and at t = 0.56 s the deepest contact passes 1 cm (half the object's smallest
+/// extent, the harness's divergence rule) in MuJoCo as here. So issue 18's "grasp stable at
+/// 20 ms" is not reachable by soft_convex while it is MuJoCo's model; signorini holds the
+/// grasp at 20 ms.
+#[test]
+fn grasp_scene_matches_mujoco_at_10_ms_and_fails_with_it_at_20_ms() {
+    for (ms, states) in [(10, 251), (20, 29)] {
+        let text = std::fs::read_to_string(dir().join(format!("grasp_{ms}ms.csv"))).unwrap();
+        let rows: Vec<Vec<f64>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(rows.len(), states);
+        let scene = contactlab_scenarios::build("grasp", &json!({})).unwrap();
+        let (model, mut s) = (&scene.model, scene.initial.clone());
+        let h = ms as f64 / 1000.0;
+        let mut f =
+            formulation::build("soft_convex", &json!({"integrator": "implicitfast"})).unwrap();
+        let (mut eq, mut pen) = (0.0f64, 0.0);
+        for row in &rows {
+            for i in 0..model.nq {
+                eq = eq.max((s.q[i] - row[1 + i]).abs());
+            }
+            let u = scene.controls_at(s.t, &s);
+            let r = f.step(model, &mut s, &u, h);
+            // The deepest penetration among the contacts detected at this state.
+            pen = r.contacts.iter().map(|c| -c.gap).fold(0.0, f64::max);
+        }
+        let theirs = rows.last().unwrap()[1 + model.nq];
+        println!("grasp at {ms} ms: max |qpos error| {eq:.3e} over {states} states, last penetration {pen:.4e} m (MuJoCo {theirs:.4e} m)");
+        assert!(eq <= 1e-6, "{ms} ms: {eq}");
+        assert!((pen - theirs).abs() <= 1e-6 * theirs.max(1e-3));
+        assert_eq!(pen > 0.01, ms == 20);
+    }
+}
