@@ -712,28 +712,20 @@ fn unsupported_elements_and_values_are_errors_not_silently_ignored() {
     load_str(xml, Path::new("inline.xml"), Path::new("."), None).unwrap();
 }
 
-/// MuJoCo's no-slip post-solver is not implemented: `noslip_iterations` > 0 used to be parsed
-/// and silently ignored; it is an error naming the attribute, its element and line. 0 (the
-/// default, "off") is accepted.
+/// `noslip_iterations` and `noslip_tolerance` reach the model's options (soft_convex's
+/// no-slip post-solver); a negative tolerance is an error naming the option.
 #[test]
-fn noslip_iterations_above_zero_is_an_error_not_ignored() {
-    let xml = "<mujoco>\n  <option timestep=\"0.002\"\n          noslip_iterations=\"3\"/>\n  <worldbody><body><freejoint/><geom size=\"0.1\"/></body></worldbody>\n</mujoco>";
-    let e = load_str(xml, Path::new("noslip.xml"), Path::new("."), None).unwrap_err();
-    assert_eq!(e.kind, MjcfErrorKind::Unsupported, "{e}");
-    assert_eq!((e.line, e.element.as_str()), (2, "option"), "{e}");
-    let text = e.to_string();
-    assert!(text.contains("noslip_iterations=\"3\""), "{text}");
-    assert!(text.contains("noslip.xml"), "{text}");
-    let zero = xml.replace("noslip_iterations=\"3\"", "noslip_iterations=\"0\"");
-    let m = load_str(&zero, Path::new("noslip.xml"), Path::new("."), None)
+fn noslip_options_are_read_and_checked() {
+    let xml = "<mujoco>\n  <option timestep=\"0.002\"\n          noslip_iterations=\"3\" noslip_tolerance=\"1e-5\"/>\n  <worldbody><body><freejoint/><geom size=\"0.1\"/></body></worldbody>\n</mujoco>";
+    let m = load_str(xml, Path::new("noslip.xml"), Path::new("."), None)
         .unwrap_or_else(|e| panic!("{e}"))
         .model;
-    assert_eq!(m.options.noslip_iterations, 0);
-    // Built in code, the model refuses it too (the option would do nothing).
+    assert_eq!(m.options.noslip_iterations, 3);
+    assert_eq!(m.options.noslip_tolerance, 1e-5);
     let mut parts = ModelParts::default();
-    parts.options.noslip_iterations = 2;
+    parts.options.noslip_tolerance = -1.0;
     let err = Model::new(parts).unwrap_err().to_string();
-    assert!(err.contains("noslip_iterations"), "{err}");
+    assert!(err.contains("noslip_tolerance"), "{err}");
 }
 
 /// A model that parses but fails validation points at the offending element's line.

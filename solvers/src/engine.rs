@@ -303,6 +303,12 @@ pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
             ));
         }
     }
+    if model.options.noslip_iterations > 0 {
+        return Err(format!(
+            "noslip_iterations = {}: the batched engine has no no-slip post-solver",
+            model.options.noslip_iterations
+        ));
+    }
     if let Some(e) = model.equalities.first() {
         return Err(format!(
             "equality '{}': the batched engine has no equality constraints",

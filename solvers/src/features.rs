@@ -19,7 +19,8 @@ use crate::model::{Equality, Integrator, JointKind, Model};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IgnoredFeature {
     /// Stable short name of the feature: `equality`, `frictionloss`, `limit`, `condim`,
-    /// `pair`, `exclude`, `collision_pair`, `option.integrator`, `option.solver`.
+    /// `pair`, `exclude`, `collision_pair`, `option.integrator`, `option.solver`,
+    /// `option.noslip_iterations`.
     pub feature: &'static str,
     /// One line: which elements carry it and what the formulation does instead. Never holds
     /// `;` (the separator of [`joined`]).
@@ -219,6 +220,19 @@ pub fn condims(model: &Model, condims: &[u8], instead: &str) -> Option<IgnoredFe
                 dims.join("/"),
                 count_names("geom", geoms.into_iter())
             ),
+        )
+    })
+}
+
+/// The model's `noslip_iterations` option, if it asks for MuJoCo's no-slip post-solver (a
+/// soft_convex stage, [`crate::soft_convex::noslip`]): the formulation steps without it,
+/// described by `instead`.
+pub fn noslip(model: &Model, instead: &str) -> Option<IgnoredFeature> {
+    let n = model.options.noslip_iterations;
+    (n > 0).then(|| {
+        IgnoredFeature::new(
+            "option.noslip_iterations",
+            format!("the model asks for {n} no-slip iterations: {instead}"),
         )
     })
 }

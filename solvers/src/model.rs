@@ -168,13 +168,21 @@ pub struct Options {
     /// Line-search tolerance (MuJoCo `ls_tolerance`, -). Default 0.01.
     #[serde(default = "default_ls_tolerance")]
     pub ls_tolerance: f64,
-    /// Iterations of the no-slip post-solver; 0 disables it (MuJoCo `noslip_iterations`).
-    /// Default 0. The post-solver is not implemented, so [`Model::new`] accepts only 0.
+    /// Iterations of the no-slip post-solver; 0 disables it (MuJoCo `noslip_iterations`;
+    /// soft_convex, [`crate::soft_convex::noslip`]). Default 0.
     #[serde(default)]
     pub noslip_iterations: usize,
+    /// Tolerance of the no-slip post-solver on its scaled cost improvement (MuJoCo
+    /// `noslip_tolerance`, -). Default 1e-6.
+    #[serde(default = "default_noslip_tolerance")]
+    pub noslip_tolerance: f64,
     /// Pipeline stages switched off (MuJoCo `<flag>` entries of `disableflags`). Default: none.
     #[serde(default)]
     pub disable: DisableFlags,
+}
+
+fn default_noslip_tolerance() -> f64 {
+    1e-6
 }
 
 fn default_one() -> f64 {
@@ -207,6 +215,7 @@ impl Default for Options {
             ls_iterations: 50,
             ls_tolerance: 0.01,
             noslip_iterations: 0,
+            noslip_tolerance: 1e-6,
             disable: DisableFlags::default(),
         }
     }
@@ -1234,18 +1243,11 @@ fn validate_options(o: &Options) -> Result<(), ModelError> {
         ("impratio", o.impratio),
         ("tolerance", o.tolerance),
         ("ls_tolerance", o.ls_tolerance),
+        ("noslip_tolerance", o.noslip_tolerance),
     ] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(bad_param("option", what, v, "must be finite and >= 0"));
         }
-    }
-    if o.noslip_iterations > 0 {
-        return Err(bad_param(
-            "option",
-            "noslip_iterations",
-            o.noslip_iterations as f64,
-            "MuJoCo's no-slip post-solver is not implemented; only 0 is accepted",
-        ));
     }
     if o.impratio < 1e-10 {
         return Err(bad_param(

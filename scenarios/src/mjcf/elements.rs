@@ -137,6 +137,9 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
         if let Some(v) = ctx.f64(n, T, "ls_tolerance")? {
             o.ls_tolerance = v;
         }
+        if let Some(v) = ctx.f64(n, T, "noslip_tolerance")? {
+            o.noslip_tolerance = v;
+        }
         let count = |a: &str| -> Result<Option<usize>, MjcfError> {
             match ctx.int(n, T, a)? {
                 None => Ok(None),
@@ -155,13 +158,6 @@ pub(crate) fn options<'a, 'i>(ctx: &Ctx<'a, 'i>, root: Node<'a, 'i>) -> Result<O
             o.ls_iterations = v;
         }
         if let Some(v) = count("noslip_iterations")? {
-            if v > 0 {
-                return Err(ctx.err(
-                    n,
-                    MjcfErrorKind::Unsupported,
-                    format!("noslip_iterations=\"{v}\": MuJoCo's no-slip post-solver is not implemented; only 0 is accepted"),
-                ));
-            }
             o.noslip_iterations = v;
         }
         for c in n.children().filter(Node::is_element) {

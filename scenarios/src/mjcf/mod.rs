@@ -8,8 +8,8 @@
 //! # Supported
 //! * `<mujoco model>`; `<compiler angle eulerseq inertiafromgeom autolimits meshdir assetdir>`;
 //!   `<option timestep gravity integrator cone impratio solver iterations tolerance
-//!   ls_iterations ls_tolerance noslip_iterations="0">` (the no-slip post-solver is not
-//!   implemented: another value is an error) and `<flag warmstart refsafe contact gravity
+//!   ls_iterations ls_tolerance noslip_iterations noslip_tolerance>` (the no-slip post-solver
+//!   is soft_convex's; the other formulations list it as ignored) and `<flag warmstart refsafe contact gravity
 //!   limit equality frictionloss island>` ([`contactlab_solvers::model::DisableFlags`]).
 //! * `<default>` classes, nested, with `class` and `childclass` ([`defaults`]).
 //! * `<worldbody>`, `<body name pos quat euler axisangle xyaxes zaxis childclass>`,

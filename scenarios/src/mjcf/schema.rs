@@ -63,7 +63,8 @@ pub(crate) const OPTION: Spec = Spec {
         "tolerance",
         "ls_iterations",
         "ls_tolerance",
-        "noslip_iterations"
+        "noslip_iterations",
+        "noslip_tolerance"
     ],
     ignored: list!["jacobian", "magnetic", "apirate"],
     defaulted: list![
@@ -74,7 +75,6 @@ pub(crate) const OPTION: Spec = Spec {
         ("o_solref", "0.02 1"),
         ("o_solimp", "0.9 0.95 0.001 0.5 2"),
         ("o_friction", "1 1 0.005 0.0001 0.0001"),
-        ("noslip_tolerance", "1e-6"),
         ("ccd_iterations", "50"),
         ("ccd_tolerance", "1e-6"),
         ("mpr_iterations", "50"),

@@ -377,6 +377,14 @@ PINCH = """<mujoco model="{name}">
 
 CASES = [
     ("pinched_capsule_euler", PINCH, "Euler", [0.002, -0.002], None, 1.0),
+    # MuJoCo's no-slip post-solver (noslip_iterations 10) stops the creep, under both cones.
+    ("pinched_noslip_euler",
+     PINCH.replace('integrator="{integrator}"/>', 'integrator="{integrator}" noslip_iterations="10"/>'),
+     "Euler", [0.002, -0.002], None, 1.0),
+    ("pinched_noslip_elliptic_euler",
+     PINCH.replace('integrator="{integrator}"/>',
+                   'integrator="{integrator}" cone="elliptic" noslip_iterations="10"/>'),
+     "Euler", [0.002, -0.002], None, 1.0),
     # The creep under the elliptic cone at impratio 1 and 10 (the slip rate impratio controls).
     ("pinched_elliptic_euler",
      PINCH.replace('integrator="{integrator}"/>', 'integrator="{integrator}" cone="elliptic"/>'),

@@ -743,6 +743,10 @@ impl Formulation for NcpFb {
     fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
         use crate::model::JointKind::{Ball, Free, Hinge, Slide};
         let mut out = crate::features::collision(model);
+        out.extend(crate::features::noslip(
+            model,
+            "ncp_fb's friction is hard (no creep to remove), it runs no post-solver",
+        ));
         out.extend(crate::features::friction_loss(
             model,
             &[Free, Ball, Hinge, Slide],

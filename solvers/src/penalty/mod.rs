@@ -338,6 +338,10 @@ impl Formulation for Penalty {
     fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
         use crate::features as f;
         let mut out = f::collision(model);
+        out.extend(f::noslip(
+            model,
+            "penalty's friction is a viscous spring, it runs no post-solver",
+        ));
         out.extend(f::equalities(
             model,
             "not modelled, the model is stepped without them",

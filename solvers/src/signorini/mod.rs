@@ -237,6 +237,10 @@ impl Formulation for Signorini {
     /// the option's default (pyramidal) cannot be told from an explicit request.
     fn ignored_features(&self, model: &Model) -> Vec<crate::features::IgnoredFeature> {
         let mut out = crate::features::collision(model);
+        out.extend(crate::features::noslip(
+            model,
+            "Genesis' signorini resolution has no post-solver, it steps without one",
+        ));
         if model.options.solver != SolverKind::Newton {
             out.push(crate::features::IgnoredFeature::new(
                 "option.solver",

@@ -18,7 +18,10 @@
 //!    `(M − h D) a = qfrc_smooth + Jᵀ f` ([`crate::implicit`]).
 //!
 //! Constraint islands are solved one by one as MuJoCo does ([`islands`]; merged into one
-//! problem with `<flag island="disable"/>`). The reference acceleration of connect and weld rows
+//! problem with `<flag island="disable"/>` or when the no-slip post-solver runs). With
+//! `noslip_iterations` > 0 MuJoCo's no-slip sweeps follow the solve ([`noslip`]), and the warm
+//! start of the next step is the accelerations after them (as MuJoCo 4.0.1's
+//! `qacc_warmstart`, measured on the pinched capsule). The reference acceleration of connect and weld rows
 //! carries their velocity-product term, `aref −= J̇ v` (MuJoCo's `mj_Jdotv`;
 //! [`crate::constraint::point_jdotv`] and the weld rotation's product rule; checked against
 //! MuJoCo 4.0.1 on a closed chain and a free box connected or welded to an arm,
@@ -29,6 +32,7 @@ pub mod impedance;
 pub mod invweight;
 pub mod islands;
 pub mod linesearch;
+pub mod noslip;
 pub mod rows;
 pub mod solver;
 
@@ -418,8 +422,10 @@ impl SoftConvex {
         let (qacc, force, iterations, gradient, converged) = if rows.kinds.is_empty() {
             (a0.clone(), DVector::zeros(0), 0, 0.0, true)
         } else {
-            // Genesis' signorini solves one problem; MuJoCo one per island unless disabled.
-            let per_island = signorini.is_none() && !model.options.disable.island;
+            // Genesis' signorini solves one problem; MuJoCo one per island unless disabled or
+            // the no-slip post-solver runs (MuJoCo 4.0.1 solves monolithically then).
+            let noslip = model.options.noslip_iterations > 0 && signorini.is_none();
+            let per_island = signorini.is_none() && !model.options.disable.island && !noslip;
             let scale = if per_island {
                 f64::NAN
             } else if signorini.is_some() {
@@ -465,13 +471,24 @@ impl SoftConvex {
                 solve_islands(model, &problem, &start, &settings)
             } else {
                 let sol = solve(&problem, start, &settings);
-                (
-                    sol.qacc,
-                    sol.force,
-                    sol.iterations,
-                    sol.gradient,
-                    sol.converged,
-                )
+                let (mut qacc, mut force) = (sol.qacc, sol.force);
+                if noslip {
+                    // The no-slip sweeps on the friction forces; a = a₀ + M⁻¹ Jᵀ f.
+                    let minv_jt = mchol.solve(&rows.j.transpose());
+                    noslip::solve(
+                        &rows,
+                        &minv_jt,
+                        &a0,
+                        &mut force,
+                        &noslip::NoSlip {
+                            iterations: model.options.noslip_iterations,
+                            tolerance: model.options.noslip_tolerance,
+                            scale,
+                        },
+                    );
+                    qacc = &a0 + &minv_jt * &force;
+                }
+                (qacc, force, sol.iterations, sol.gradient, sol.converged)
             }
         };
 
