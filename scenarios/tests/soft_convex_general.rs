@@ -54,15 +54,8 @@ fn compare_over(name: &str, params: Value, seconds: f64) -> Result<(f64, f64, us
             s.v[i] = x.as_f64().unwrap();
         }
     }
-    let text = std::fs::read_to_string(dir().join(format!("{name}.csv"))).unwrap();
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .skip(1)
-        .map(|l| {
-            l.split(',')
-                .map(|x| x.parse::<f64>().unwrap())
-                .collect::<Vec<f64>>()
-        })
+    let rows: Vec<Vec<f64>> = reference_rows(&format!("{name}.csv"))
+        .into_iter()
         .take_while(|r| r[0] <= seconds + 1e-9)
         .collect();
     let (nq, nv) = (model.nq, model.nv);
@@ -286,12 +279,7 @@ fn pinched_capsule_slip_rate_matches_mujoco_under_both_cones_and_impratios() {
 #[test]
 fn grasp_scene_matches_mujoco_at_10_ms_and_fails_with_it_at_20_ms() {
     for (ms, states) in [(10, 251), (20, 29)] {
-        let text = std::fs::read_to_string(dir().join(format!("grasp_{ms}ms.csv"))).unwrap();
-        let rows: Vec<Vec<f64>> = text
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
-            .collect();
+        let rows = reference_rows(&format!("grasp_{ms}ms.csv"));
         assert_eq!(rows.len(), states);
         let scene = contactlab_scenarios::build("grasp", &json!({})).unwrap();
         let (model, mut s) = (&scene.model, scene.initial.clone());
@@ -353,25 +341,37 @@ fn noslip_stops_the_pinched_capsule_creep_as_in_mujoco() {
     assert!(refused.contains("noslip"), "{refused}");
 }
 
-/// The pinched capsule's mean vertical speed over 0.5–1 s (qpos[4], its z), ours under
-/// soft_convex with the case's own options and MuJoCo's from the reference (m/s).
+/// The pinched capsule's mean vertical speed over the second half of its reference (qpos[4],
+/// its z; column 5 of the CSV), ours under soft_convex with the case's own options and
+/// controls, and MuJoCo's (m/s).
 fn slip_rate(name: &str) -> (f64, f64) {
     let loaded =
         contactlab_scenarios::mjcf::load_file(dir().join(format!("{name}.xml")), None).unwrap();
     let (model, mut s) = (loaded.model, loaded.initial);
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    let ctrl: Vec<f64> = serde_json::from_value(meta["ctrl"].clone()).unwrap();
+    let rows = reference_rows(&format!("{name}.csv"));
+    let (last, mid) = (rows.len() - 1, (rows.len() - 1) / 2);
+    let span = rows[last][0] - rows[mid][0];
     let mut f = formulation::build("soft_convex", &json!({})).unwrap();
     let h = model.options.timestep;
     let mut z = Vec::new();
-    for _ in 0..=1000 {
+    for _ in 0..=last {
         z.push(s.q[4]);
-        f.step(&model, &mut s, &[0.002, -0.002], h);
+        f.step(&model, &mut s, &ctrl, h);
     }
-    let ours = (z[1000] - z[500]) / 0.5;
-    let text = std::fs::read_to_string(dir().join(format!("{name}.csv"))).unwrap();
-    let zref: Vec<f64> = text
+    let theirs = (rows[last][5] - rows[mid][5]) / span;
+    ((z[last] - z[mid]) / span, theirs)
+}
+
+/// Every data row of reference CSV `file` in `general/` (the header skipped), as numbers.
+fn reference_rows(file: &str) -> Vec<Vec<f64>> {
+    std::fs::read_to_string(dir().join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
         .lines()
         .skip(1)
-        .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())
-        .collect();
-    (ours, (zref[1000] - zref[500]) / 0.5)
+        .map(|l| l.split(',').map(|x| x.parse::<f64>().unwrap()).collect())
+        .collect()
 }

@@ -59,12 +59,11 @@ pub(crate) fn parry_to_geom(v: PVec) -> Vec3 {
 /// The world AABB of geom `g` ([`super::broad_phase::geom_aabb`]), a height field's extended down by
 /// [`SOLID_DEPTH`] below its lowest point (its solid, see the module doc).
 pub fn solid_aabb(model: &Model, kin: &Kinematics, g: usize) -> parry3d_f64::bounding_volume::Aabb {
-    let s = &model.collision_shapes[g];
-    let pose = shape_pose(kin, s, g);
     if matches!(model.geoms[g].shape, GeomShape::HeightField { .. }) {
+        let s = &model.collision_shapes[g];
         let mut local = s.shape.compute_local_aabb();
         local.mins.y -= SOLID_DEPTH;
-        local.transform_by(&pose)
+        local.transform_by(&shape_pose(kin, s, g))
     } else {
         super::broad_phase::geom_aabb(model, kin, g)
     }

@@ -22,6 +22,9 @@ pub struct InvWeights {
     pub body: Vec<[f64; 2]>,
     /// Per dof (1/kg or 1/(kg m²)).
     pub dof: Vec<f64>,
+    /// `trace(M(qpos0))` (kg and kg m², summed over the dofs): MuJoCo's `meaninertia · nv`, the
+    /// inverse of the one-problem solver scale (spec §A5; [`super::monolithic_scale`]).
+    pub mass_trace: f64,
 }
 
 /// MuJoCo's `body_simple == 2` test (spec §A3, corrected reading).
@@ -98,6 +101,10 @@ impl InvWeights {
                 }
             }
         }
-        Self { body, dof }
+        Self {
+            body,
+            dof,
+            mass_trace: m.trace(),
+        }
     }
 }

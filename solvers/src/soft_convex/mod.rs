@@ -426,12 +426,14 @@ impl SoftConvex {
             // the no-slip post-solver runs (MuJoCo 4.0.1 solves monolithically then).
             let noslip = model.options.noslip_iterations > 0 && signorini.is_none();
             let per_island = signorini.is_none() && !model.options.disable.island && !noslip;
+            // Per island each sub-problem gets its own scale (`solve_islands`); the whole
+            // problem's is then read by nothing (the warm-start cost does not use it).
             let scale = if per_island {
                 f64::NAN
             } else if signorini.is_some() {
                 island_scale(model, &m, &rows.j)
             } else {
-                monolithic_scale(model)
+                monolithic_scale(model, inv)
             };
             let problem = Problem {
                 m: &m,
@@ -600,12 +602,13 @@ fn signorini_blocks(rows: &mut Rows, impratio: f64, latch: bool) -> Signorini {
     Signorini { blocks, latch }
 }
 
-/// MuJoCo's scale of one problem for all constrained dofs (`<flag island="disable"/>`):
-/// `1/(meaninertia · max(1, nv))` with `meaninertia = trace(M(qpos0))/nv` (spec §A5).
-fn monolithic_scale(model: &Model) -> f64 {
-    let m0 = mass_matrix(model, &forward_kinematics(model, &model.qpos0));
+/// MuJoCo's scale of one problem for all constrained dofs (`<flag island="disable"/>`, or
+/// with the no-slip post-solver): `1/(meaninertia · max(1, nv))` with
+/// `meaninertia = trace(M(qpos0))/nv` (spec §A5), from the trace cached with the model's
+/// inverse weights.
+fn monolithic_scale(model: &Model, inv: &InvWeights) -> f64 {
     let nv = model.nv.max(1) as f64;
-    let meaninertia = m0.trace() / nv;
+    let meaninertia = inv.mass_trace / nv;
     1.0 / (meaninertia * nv).max(impedance::MINVAL)
 }
 
@@ -659,20 +662,15 @@ fn solve_islands(
 
 /// MuJoCo's island scale `1/Σ M_ii` over the dofs of the kinematic trees that the rows touch.
 fn island_scale(model: &Model, m: &DMatrix<f64>, j: &DMatrix<f64>) -> f64 {
-    let root = |mut b: usize| {
-        while model.bodies[b].parent != 0 {
-            b = model.bodies[b].parent;
-        }
-        b
-    };
+    let tree = islands::dof_trees(model);
     let mut touched = vec![false; model.bodies.len()];
     for d in 0..model.nv {
         if j.column(d).iter().any(|&x| x != 0.0) {
-            touched[root(model.dof_body[d])] = true;
+            touched[tree[d]] = true;
         }
     }
     let sum: f64 = (0..model.nv)
-        .filter(|&d| touched[root(model.dof_body[d])])
+        .filter(|&d| touched[tree[d]])
         .map(|d| m[(d, d)])
         .sum();
     1.0 / sum.max(impedance::MINVAL)

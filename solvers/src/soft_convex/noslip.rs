@@ -26,8 +26,11 @@
 //! `mju_QCQP`): scaled to `y = x/d`, `A' = D A D`, `b' = D b`, Newton's method from λ = 0 on the
 //! secular equation `‖y(λ)‖² = r²`, `(A' + λ I) y = −b'`, with `d/dλ ‖y‖² = −2 yᵀ (A' + λI)⁻¹ y`;
 //! it stops when `‖y‖² − r² < 1e-10` (inside: the unconstrained minimum at λ = 0) or the step
-//! is below 1e-10, at most 20 steps; a matrix `A' + λI` that is not positive definite (pivot
-//! below 1e-10) gives `x = 0`. On the boundary the result is put exactly on the ellipse.
+//! is below 1e-10, at most 20 steps; `det(A' + λI) < 1e-10` (or a matrix that is not positive
+//! definite) gives `x = 0`. These are `mju_QCQP2`'s steps and thresholds
+//! (`engine_util_solve.c`, read for condim 3); the same iteration serves condim 4 and 6, where
+//! MuJoCo's `mju_QCQP3` and `mju_QCQP` were not read and the references have none. On the
+//! boundary the result is put exactly on the ellipse.
 
 use nalgebra::{DMatrix, DVector};
 
