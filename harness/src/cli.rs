@@ -1,4 +1,5 @@
-//! The `contactlab` command line (clap): `run`, `check`, `simulate`, `report`, `list`.
+//! The `contactlab` command line (clap): `run`, `check`, `simulate`, `report`, `list`, `merge`,
+//! `slurm`.
 //!
 //! Exit status: 0 on success (diverged cells are results, not errors); 2 for bad input (an
 //! experiment file, a flag, a name or a parameter), with one message naming file, line and key
@@ -13,8 +14,11 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use contactlab_harness::catalog::Catalog;
 use contactlab_harness::config::{self, ConfigError, FigureKind, QUICKSTART_YAML};
+use contactlab_harness::merge::MergeError;
 use contactlab_harness::results::{ResultsError, COLUMNS};
 use contactlab_harness::runner::{self, RunOptions};
+use contactlab_harness::shard::Shard;
+use contactlab_harness::slurm::SlurmOptions;
 use contactlab_harness::{report, study_control, study_throughput, sweep};
 use serde_json::{Map, Value};
 
@@ -34,6 +38,9 @@ Start here:
   contactlab check my.yaml             validate a file and print its grid; runs nothing
   contactlab run                       the default experiment (configs/quickstart.yaml, built in)
   contactlab run my.yaml --jobs 4      your experiment, 4 threads
+  contactlab run my.yaml --shard 2/8   the second of eight shards of it (merge them after)
+  contactlab merge DIR... --out DIR    combine shards' results folders into one
+  contactlab slurm my.yaml --shards 8  SLURM scripts: a job array of shards, then the merge
   contactlab report results/my         redraw figures and report.md from stored rows
   contactlab simulate --scene box_slide --formulation penalty --timestep 0.001 --out t.csv
 
@@ -88,6 +95,38 @@ The file can serve as a `reference: {kind: trajectory, file: ...}` of an experim
     },
     /// List formulations (parameters, defaults, units), scenes (parameters), metrics and figures.
     List,
+    /// Combine the results folders of an experiment's shards into one results folder.
+    #[command(long_about = "\
+Combine the results folders of an experiment's shards (`run FILE --shard I/N`) into one.
+
+  contactlab merge results/a.shards/shard-1/a results/a.shards/shard-2/a --out results/a
+
+Every folder must be a finished run of the same experiment, config and revision, each shard of
+one count N at most once; anything else is an error naming the two folders and what differs.
+The merged folder holds every cell row and per-step log, runs.parquet and runs.csv in grid
+order, the figures and report redrawn, and a manifest listing each shard's provenance (host,
+revision, times, command line). Missing shards are reported; what there is, is merged.")]
+    Merge {
+        /// The shards' results folders (each `<out>/<name>` of a `run --shard`).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged results folder (new, or an earlier merge of the same experiment).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Write SLURM scripts that run an experiment as a job array of shards, then merge them.
+    #[command(long_about = "\
+Write SLURM scripts that run an experiment as a job array of N shards, then merge them.
+
+  contactlab slurm configs/timestep_stability.yaml --shards 16 --cpus 4 --time 02:00:00
+  bash slurm/timestep_stability/submit.sh      # on the login node
+
+Writes array.sbatch (sbatch --array=1-N: task I runs `contactlab run FILE --shard I/N`),
+merge.sbatch (contactlab merge of the N shard folders into <OUT>/<name>) and submit.sh (submits
+the array, then the merge with --dependency=afterok on it) into slurm/<name>/. Paths in the
+scripts are absolute: the binary and the checkout must be on a file system the compute nodes
+share. The experiment is checked first, as by `check`.")]
+    Slurm(SlurmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +143,43 @@ struct RunArgs {
     /// Delete this experiment's earlier results and start over instead of resuming.
     #[arg(long)]
     fresh: bool,
+    /// Run only shard I of N (1-based): a deterministic 1/N of the cells, the same on every
+    /// rerun and machine; combine the shards' folders with `contactlab merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
+}
+
+#[derive(Debug, Args)]
+struct SlurmArgs {
+    /// The experiment file (YAML).
+    config: PathBuf,
+    /// Number of shards (array tasks).
+    #[arg(long)]
+    shards: usize,
+    /// CPUs per task (`--cpus-per-task`; each shard runs with `--jobs` this).
+    #[arg(long, default_value_t = 1)]
+    cpus: usize,
+    /// Wall-clock limit per task, SLURM's format (`MM`, `HH:MM:SS`, `D-HH:MM:SS`).
+    #[arg(long)]
+    time: Option<String>,
+    /// Memory per task (`--mem`, e.g. 4G).
+    #[arg(long)]
+    mem: Option<String>,
+    /// Partition (`--partition`).
+    #[arg(long)]
+    partition: Option<String>,
+    /// Account to charge (`--account`).
+    #[arg(long)]
+    account: Option<String>,
+    /// Parent folder of the merged results (shards go to <OUT>/<name>.shards/).
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Where to write the scripts (default: slurm/<name>/).
+    #[arg(long, value_name = "DIR")]
+    scripts: Option<PathBuf>,
+    /// The contactlab binary the tasks run (default: this one).
+    #[arg(long, value_name = "FILE")]
+    binary: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -157,6 +233,8 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
             cmd_list(catalog);
             Ok(())
         }
+        Command::Merge { dirs, out } => cmd_merge(&dirs, &out),
+        Command::Slurm(a) => cmd_slurm(a, catalog),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -165,9 +243,14 @@ pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
                 e.downcast_ref::<ResultsError>(),
                 Some(ResultsError::BadCell { .. })
             );
+            let bad_merge = matches!(
+                e.downcast_ref::<MergeError>(),
+                Some(MergeError::Input { .. } | MergeError::Conflict { .. })
+            );
             let bad_input = e.downcast_ref::<ConfigError>().is_some()
                 || e.downcast_ref::<InputError>().is_some()
-                || bad_cell;
+                || bad_cell
+                || bad_merge;
             // `{:#}` keeps the cause after any context, on one line.
             eprintln!("error: {e:#}");
             ExitCode::from(if bad_input { 2 } else { 1 })
@@ -275,6 +358,7 @@ fn run_options(a: &RunArgs, cfg: &config::ExperimentConfig) -> anyhow::Result<Ru
         fresh: a.fresh,
         progress: true,
         stop_after: None,
+        shard: a.shard,
     })
 }
 
@@ -323,6 +407,117 @@ fn cmd_run_throughput(
         Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
         None => Ok(()),
     }
+}
+
+fn cmd_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<()> {
+    let s = contactlab_harness::merge::merge(dirs, out)?;
+    println!(
+        "merged {} results folder{} into {}: {} of {} cells have rows",
+        dirs.len(),
+        if dirs.len() == 1 { "" } else { "s" },
+        out.display(),
+        s.rows,
+        s.cells_total
+    );
+    if !s.missing_shards.is_empty() {
+        eprintln!(
+            "warning: shards {} are missing: {} cells have no row; merge again with them once \
+             they have run",
+            s.missing_shards.join(", "),
+            s.cells_total - s.rows
+        );
+    } else if s.rows < s.cells_total {
+        eprintln!(
+            "warning: {} cells have no row (their shard's run stopped early)",
+            s.cells_total - s.rows
+        );
+    }
+    match s.outputs_error {
+        Some(e) => Err(anyhow::anyhow!("{}: {e}", out.display())),
+        None => Ok(()),
+    }
+}
+
+/// The experiment file's name after checking it as `check` does.
+fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<String> {
+    let (file, cfg, text) = load_config(Some(path))?;
+    let name = cfg.name.clone();
+    if cfg.study.is_control_synthesis() {
+        study_control::plan(&file, &text, cfg, catalog)?;
+    } else if cfg.study.is_throughput() {
+        study_throughput::plan(&file, &text, cfg, catalog)?;
+    } else {
+        let plan = sweep::plan(&file, &text, cfg, catalog)?;
+        if let config::Study::Gradient(study) = &plan.config.study {
+            contactlab_harness::study_gradient::expand(
+                path,
+                &text,
+                &plan.config,
+                study,
+                &plan.cells,
+                catalog,
+            )?;
+        }
+    }
+    Ok(name)
+}
+
+fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
+    if a.shards == 0 {
+        return Err(InputError("--shards must be at least 1".into()).into());
+    }
+    if a.cpus == 0 {
+        return Err(InputError("--cpus must be at least 1".into()).into());
+    }
+    if let Some(t) = a
+        .time
+        .as_deref()
+        .filter(|t| !contactlab_harness::slurm::valid_time(t))
+    {
+        return Err(InputError(format!(
+            "--time '{t}': expected SLURM's format, MM, HH:MM:SS or D-HH:MM:SS"
+        ))
+        .into());
+    }
+    let experiment = checked_experiment(&a.config, catalog)?;
+    let cwd = std::env::current_dir().context("the current folder")?;
+    let abs = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        }
+    };
+    let binary = match a.binary {
+        Some(b) => abs(&b),
+        None => std::env::current_exe().context("this binary's path")?,
+    };
+    let opts = SlurmOptions {
+        experiment: experiment.clone(),
+        config: abs(&a.config),
+        shards: a.shards,
+        cpus: a.cpus,
+        time: a.time,
+        mem: a.mem,
+        partition: a.partition,
+        account: a.account,
+        binary,
+        workdir: cwd.clone(),
+        out: abs(&a.out),
+    };
+    let dir = a
+        .scripts
+        .map(|d| abs(&d))
+        .unwrap_or_else(|| cwd.join("slurm").join(&experiment));
+    let written = opts.write(&dir)?;
+    for p in &written {
+        println!("wrote {}", p.display());
+    }
+    println!(
+        "submit on the login node: bash {}",
+        dir.join("submit.sh").display()
+    );
+    Ok(())
 }
 
 fn cmd_report(dir: &Path) -> anyhow::Result<()> {

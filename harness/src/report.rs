@@ -637,6 +637,36 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
     write_outputs(dir, &rows, &cfg)
 }
 
+/// Rebuild `runs.parquet` / `runs.csv` of `dir` from its cell files, in the grid order `ids`
+/// (a cell without a file is left out), with the schema of `cfg`'s study, then draw the
+/// figures and write `report.md` (`contactlab merge`). Returns the number of rows and the
+/// outputs' result.
+///
+/// # Errors
+/// A cell file or table that cannot be read or written; a figure or report that cannot be
+/// drawn is the second value's error (the rows are written regardless).
+pub fn rebuild_from_cells(
+    dir: &Path,
+    cfg: &ExperimentConfig,
+    ids: &[String],
+) -> Result<(usize, Result<Vec<PathBuf>, String>), crate::results::ResultsError> {
+    let mut rows = Vec::new();
+    for id in ids {
+        rows.extend(read_cell(dir, id)?);
+    }
+    let outputs = if cfg.study.is_control_synthesis() {
+        crate::results::write_runs_with(dir, &rows, crate::study_control::COLUMNS)?;
+        crate::study_control::write_outputs(dir, &rows, cfg)
+    } else if cfg.study.is_throughput() {
+        crate::results::write_runs_with(dir, &rows, crate::study_throughput::COLUMNS)?;
+        crate::study_throughput::report::write_outputs(dir, &rows, cfg)
+    } else {
+        write_runs(dir, &rows)?;
+        write_outputs(dir, &rows, cfg)
+    };
+    Ok((rows.len(), outputs))
+}
+
 /// Draw figures and write `report.md` for `rows`; returns the paths written.
 ///
 /// A figure that cannot be drawn does not leave an old report behind: `report.md` is still

@@ -650,7 +650,7 @@ pub struct Manifest {
     pub host: String,
     /// Logical cores of the machine.
     pub cores: usize,
-    /// Worker threads used.
+    /// Worker threads used (0 in a merged folder's manifest: see each run in [`Self::merged`]).
     pub threads: usize,
     /// Start (UTC, ISO 8601).
     pub start: String,
@@ -667,6 +667,48 @@ pub struct Manifest {
     /// out. Empty in manifests written before it existed.
     #[serde(default)]
     pub cell_ids: Vec<String>,
+    /// The shard this run computed (`I/N`, `contactlab run --shard`); empty for the whole grid.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shard: String,
+    /// Cells of the grid that belong to [`Self::shard`] (0 for the whole grid).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shard_cells: usize,
+    /// For results combined by `contactlab merge`: the provenance of every merged folder, in
+    /// the order given (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedRun>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The provenance of one results folder combined by `contactlab merge` (its manifest, less the
+/// grid's cell ids, which every merged folder shares).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergedRun {
+    /// The folder as given to `merge`.
+    pub dir: String,
+    /// Its shard (`I/N`), empty for a whole run.
+    pub shard: String,
+    /// Git revision.
+    pub revision: String,
+    /// contactlab-harness version.
+    pub version: String,
+    /// Host name.
+    pub host: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Start and end (UTC).
+    pub start: String,
+    /// End (UTC); empty if the run did not finish.
+    pub end: String,
+    /// Its command line.
+    pub command_line: String,
+    /// Cells whose rows it contributed.
+    pub cells: usize,
 }
 
 impl Manifest {
@@ -694,6 +736,23 @@ impl Manifest {
             cells_total: 0,
             cells_resumed: 0,
             cell_ids: Vec::new(),
+            shard: String::new(),
+            shard_cells: 0,
+            merged: Vec::new(),
+        }
+    }
+
+    /// Record that this run computes `shard` (`None`: the whole grid), `cells` cells of it.
+    pub fn set_shard(&mut self, shard: Option<&crate::shard::Shard>, cells: usize) {
+        match shard {
+            Some(s) => {
+                self.shard = s.to_string();
+                self.shard_cells = cells;
+            }
+            None => {
+                self.shard.clear();
+                self.shard_cells = 0;
+            }
         }
     }
 

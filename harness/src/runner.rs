@@ -28,6 +28,7 @@ use crate::results::{
     lock_dir, read_cell, remove_stale_temps, write_atomic, write_cell, write_runs, Manifest,
     ResultsError, Row,
 };
+use crate::shard::{self, Shard};
 use crate::sweep::{Cell, Plan};
 use crate::trajectory::{state_error, StepLog, Trajectory};
 
@@ -45,12 +46,14 @@ pub struct RunOptions {
     /// Stop starting new cells once this many have finished in this run (cells in flight still
     /// finish). For tests of resumption; `None` runs everything.
     pub stop_after: Option<usize>,
+    /// Run only this shard's cells (`--shard I/N`, [`crate::shard`]); `None` runs them all.
+    pub shard: Option<Shard>,
 }
 
 /// What a run did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunSummary {
-    /// Cells in the grid.
+    /// Cells of this run: the grid, or the shard's part of it.
     pub total: usize,
     /// Cells found finished by an earlier run and not recomputed.
     pub resumed: usize,
@@ -111,21 +114,26 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     let resolved = to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+    // This run's cells: the whole grid, or one shard of it (one unit per cell).
+    let mine: Vec<&Cell> = shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
+        c.id.as_str()
+    });
 
     let mut done: BTreeSet<&str> = BTreeSet::new();
-    for c in &plan.cells {
+    for c in &mine {
         if read_cell(dir, &c.id)?.is_some() {
             done.insert(c.id.as_str());
         }
     }
-    let todo: Vec<&Cell> = plan
-        .cells
+    let todo: Vec<&Cell> = mine
         .iter()
+        .copied()
         .filter(|c| !done.contains(c.id.as_str()))
         .collect();
     manifest.cells_total = plan.cells.len();
     manifest.cells_resumed = done.len();
     manifest.cell_ids = plan.cells.iter().map(|c| c.id.clone()).collect();
+    manifest.set_shard(opts.shard.as_ref(), mine.len());
     manifest.write(dir)?;
 
     let pool = rayon::ThreadPoolBuilder::new()
@@ -133,7 +141,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         .build()
         .expect("a rayon pool with a positive thread count builds");
     let bar = if opts.progress {
-        ProgressBar::new(plan.cells.len() as u64)
+        ProgressBar::new(mine.len() as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -182,7 +190,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     }
 
     let mut rows: Vec<Row> = Vec::new();
-    for c in &plan.cells {
+    for c in &mine {
         rows.extend(read_cell(dir, &c.id)?);
     }
     write_runs(dir, &rows)?;
@@ -191,14 +199,14 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     let outputs_error = crate::report::write_outputs(dir, &rows, &plan.config).err();
     let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
     Ok(RunSummary {
-        total: plan.cells.len(),
+        total: mine.len(),
         resumed: done.len(),
         ran: finished.load(Ordering::SeqCst),
         ok: count("ok"),
         diverged: count("diverged"),
         failed: count("failed"),
         skipped: count("skipped"),
-        remaining: plan.cells.len() - rows.len(),
+        remaining: mine.len() - rows.len(),
         outputs_error,
     })
 }

@@ -932,6 +932,23 @@ fn record(
     })
 }
 
+/// The shard unit of a cell (`--shard`, [`crate::shard`]): a batched method's cells of one
+/// (formulation, method, parametrization, timestep) are one batch of worlds, so one unit;
+/// every other cell is its own.
+fn shard_unit(c: &ControlCell) -> String {
+    if c.method.batched() {
+        format!(
+            "batch {} {} {} {}",
+            c.label,
+            c.method.name(),
+            c.parametrization.name(),
+            c.timestep_s
+        )
+    } else {
+        c.id.clone()
+    }
+}
+
 /// Run the study into `opts.dir` (resumable, like [`crate::runner::run`]).
 ///
 /// # Errors
@@ -959,16 +976,22 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     let resolved = crate::config::to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+    // This run's cells: all, or one shard's, a batch of worlds being one unit.
+    let mine: Vec<&ControlCell> =
+        crate::shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
+            shard_unit(c)
+        });
     let mut todo = Vec::new();
-    for c in &plan.cells {
+    for c in &mine {
         if read_cell(dir, &c.id)?.is_none() {
-            todo.push(c);
+            todo.push(*c);
         }
     }
-    let resumed = plan.cells.len() - todo.len();
+    let resumed = mine.len() - todo.len();
     manifest.cells_total = plan.cells.len();
     manifest.cells_resumed = resumed;
     manifest.cell_ids = plan.cells.iter().map(|c| c.id.clone()).collect();
+    manifest.set_shard(opts.shard.as_ref(), mine.len());
     manifest.write(dir)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs.max(1))
@@ -1061,7 +1084,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
         return Err(e);
     }
     let mut rows = Vec::new();
-    for c in &plan.cells {
+    for c in &mine {
         rows.extend(read_cell(dir, &c.id)?);
     }
     crate::results::write_runs_with(dir, &rows, COLUMNS)?;
@@ -1070,14 +1093,14 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     let outputs_error = write_outputs(dir, &rows, &plan.config).err();
     let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
     Ok(RunSummary {
-        total: plan.cells.len(),
+        total: mine.len(),
         resumed,
         ran: finished.load(Ordering::SeqCst),
         ok: count("ok"),
         diverged: 0,
         failed: count("failed"),
         skipped: 0,
-        remaining: plan.cells.len() - rows.len(),
+        remaining: mine.len() - rows.len(),
         outputs_error,
     })
 }

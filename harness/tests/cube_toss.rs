@@ -85,6 +85,7 @@ fn recorded_metric_on_a_two_sample_toss_has_the_closed_form_answer() {
             fresh: true,
             progress: false,
             stop_after: None,
+            shard: None,
         },
     )
     .unwrap();

@@ -46,6 +46,7 @@ fn run_into(plan: &Plan, dir: &Path, stop_after: Option<usize>) -> RunSummary {
         fresh: false,
         progress: false,
         stop_after,
+        shard: None,
     };
     run(plan, &Catalog::with_testkit(), &opts).unwrap()
 }
@@ -155,6 +156,7 @@ fn interrupted_run_resumes_without_recomputing_finished_cells() {
         fresh: false,
         progress: false,
         stop_after: Some(5),
+        shard: None,
     };
     let first = run(&p, &Catalog::with_testkit(), &opts).unwrap();
     assert_eq!(first.ran, 5);
@@ -191,6 +193,7 @@ fn interrupted_run_resumes_without_recomputing_finished_cells() {
         fresh: true,
         progress: false,
         stop_after: None,
+        shard: None,
     };
     let third = run(&p, &Catalog::with_testkit(), &opts).unwrap();
     assert_eq!((third.resumed, third.ran), (0, 24));

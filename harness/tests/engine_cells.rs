@@ -107,6 +107,7 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
         fresh: false,
         progress: false,
         stop_after: None,
+        shard: None,
     };
     let s = run(&p, &Catalog::builtin(), &opts).unwrap();
     assert!(s.outputs_error.is_none(), "{:?}", s.outputs_error);

@@ -65,6 +65,7 @@ fn ignored_features_are_in_the_rows_and_the_report() {
         fresh: false,
         progress: false,
         stop_after: None,
+        shard: None,
     };
     let s = run(&p, &catalog, &opts).unwrap();
     assert_eq!((s.total, s.failed), (3, 0), "{s:?}");

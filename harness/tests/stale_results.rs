@@ -30,6 +30,7 @@ fn run_into(plan: &Plan, dir: &Path) -> Result<RunSummary, ResultsError> {
         fresh: false,
         progress: false,
         stop_after: None,
+        shard: None,
     };
     run(plan, &Catalog::with_testkit(), &opts)
 }

@@ -80,8 +80,14 @@ pub fn run(
         to_yaml(&plan.config).unwrap_or_default().as_bytes(),
     )?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+    // This run's cells: all, or one shard's, the cells of one problem (which share its
+    // rollouts) being one unit.
+    let mine: Vec<&GradientCell> =
+        crate::shard::select(opts.shard.as_ref(), cells.iter().collect(), |c| {
+            c.problem_key.as_str()
+        });
     let mut done = std::collections::BTreeSet::new();
-    for c in &cells {
+    for c in &mine {
         if read_cell(dir, &c.id)?.is_some() {
             done.insert(c.id.clone());
         }
@@ -89,10 +95,11 @@ pub fn run(
     manifest.cells_total = cells.len();
     manifest.cells_resumed = done.len();
     manifest.cell_ids = cells.iter().map(|c| c.id.clone()).collect();
+    manifest.set_shard(opts.shard.as_ref(), mine.len());
     manifest.write(dir)?;
 
     let mut groups: BTreeMap<&str, Vec<&GradientCell>> = BTreeMap::new();
-    for c in cells.iter().filter(|c| !done.contains(&c.id)) {
+    for c in mine.iter().copied().filter(|c| !done.contains(&c.id)) {
         groups.entry(c.problem_key.as_str()).or_default().push(c);
     }
     // Longest problems first, so the pool does not end on one long group.
@@ -145,7 +152,7 @@ pub fn run(
         return Err(e);
     }
     let mut rows = Vec::new();
-    for c in &cells {
+    for c in &mine {
         rows.extend(read_cell(dir, &c.id)?);
     }
     write_runs(dir, &rows)?;
@@ -154,14 +161,14 @@ pub fn run(
     let outputs_error = crate::report::write_outputs(dir, &rows, &plan.config).err();
     let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
     Ok(RunSummary {
-        total: cells.len(),
+        total: mine.len(),
         resumed: done.len(),
         ran: finished.load(Ordering::SeqCst),
         ok: count("ok"),
         diverged: count("diverged"),
         failed: count("failed"),
         skipped: count("skipped"),
-        remaining: cells.len() - rows.len(),
+        remaining: mine.len() - rows.len(),
         outputs_error,
     })
 }

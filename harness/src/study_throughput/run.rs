@@ -66,16 +66,22 @@ pub fn run(
     let resolved = crate::config::to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
+    // This run's cells: all, or one shard's (one unit per cell).
+    let mine: Vec<&ThroughputCell> =
+        crate::shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
+            c.id.as_str()
+        });
     let mut todo = Vec::new();
-    for c in &plan.cells {
+    for c in &mine {
         if read_cell(dir, &c.id)?.is_none() {
-            todo.push(c);
+            todo.push(*c);
         }
     }
-    let resumed = plan.cells.len() - todo.len();
+    let resumed = mine.len() - todo.len();
     manifest.cells_total = plan.cells.len();
     manifest.cells_resumed = resumed;
     manifest.cell_ids = plan.cells.iter().map(|c| c.id.clone()).collect();
+    manifest.set_shard(opts.shard.as_ref(), mine.len());
     manifest.write(dir)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs.max(1))
@@ -109,7 +115,7 @@ pub fn run(
         }
     }
     let mut rows = Vec::new();
-    for c in &plan.cells {
+    for c in &mine {
         rows.extend(read_cell(dir, &c.id)?);
     }
     crate::results::write_runs_with(dir, &rows, COLUMNS)?;
@@ -118,14 +124,14 @@ pub fn run(
     let outputs_error = super::report::write_outputs(dir, &rows, &plan.config).err();
     let count = |s: &str| rows.iter().filter(|r| r.str("status") == s).count();
     Ok(RunSummary {
-        total: plan.cells.len(),
+        total: mine.len(),
         resumed,
         ran,
         ok: count("ok"),
         diverged: count("diverged"),
         failed: count("failed"),
         skipped: count("skipped"),
-        remaining: plan.cells.len() - rows.len(),
+        remaining: mine.len() - rows.len(),
         outputs_error,
     })
 }

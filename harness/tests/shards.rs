@@ -1,0 +1,410 @@
+//! Sharded sweeps (issue 21): an experiment run as 3 shards in separate processes and merged
+//! has the rows of the same experiment run whole (every column but the timing ones); merges of
+//! folders that are not shards of one run are refused, naming both folders; the SLURM scripts
+//! are valid bash with the array, the shard argument per task and the dependent merge.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use contactlab_harness::results::{read_runs, Manifest, Row};
+
+/// A small real experiment: 2 scenes x 2 formulations x 3 timesteps = 12 cells.
+const EXPERIMENT: &str = "\
+name: sharded
+scenes:
+  - name: box_drop
+  - name: cartpole
+formulations:
+  - name: soft_convex
+  - name: penalty
+    ke: 1.0e5
+sweep:
+  timestep: [0.002, 0.005, 0.01]
+horizon: 0.3
+reference: {kind: same_formulation, timestep: 0.001}
+";
+
+/// Columns that measure the machine, not the physics.
+const TIMING: &[&str] = &[
+    "wall_time_s",
+    "steps_per_s",
+    "real_time_factor",
+    "peak_rss_mib",
+    "threads",
+];
+
+fn contactlab(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_contactlab"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Rows without their timing columns, as JSON (NaN as null), by cell id.
+fn physics(dir: &Path) -> Vec<(String, serde_json::Value)> {
+    read_runs(dir)
+        .unwrap()
+        .into_iter()
+        .map(|mut r: Row| {
+            for c in TIMING {
+                r.0.remove(*c);
+            }
+            (
+                r.str("cell_id").to_string(),
+                serde_json::to_value(&r).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn shard_dir(tmp: &Path, i: usize) -> PathBuf {
+    tmp.join(format!("shards/shard-{i}/sharded"))
+}
+
+#[test]
+fn three_shards_merged_equal_the_whole_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("exp.yaml"), EXPERIMENT).unwrap();
+    // The three shards as separate processes, at once.
+    let children: Vec<_> = (1..=3)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_contactlab"))
+                .args([
+                    "run",
+                    "exp.yaml",
+                    "--jobs",
+                    "1",
+                    "--shard",
+                    &format!("{i}/3"),
+                    "--out",
+                    &format!("shards/shard-{i}"),
+                ])
+                .current_dir(t)
+                .output()
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.unwrap();
+        assert!(o.status.success(), "shard {}: {}", i + 1, text(&o));
+        let m = Manifest::read(&shard_dir(t, i + 1));
+        assert_eq!(m.shard, format!("{}/3", i + 1));
+        assert_eq!(m.cells_total, 12);
+        assert_eq!(m.cell_ids.len(), 12);
+        counts.push(m.shard_cells);
+        assert_eq!(physics(&shard_dir(t, i + 1)).len(), m.shard_cells);
+    }
+    // Round-robin over 12 cells: 4 each.
+    assert_eq!(counts, vec![4, 4, 4]);
+    // Rerunning a shard resumes it: nothing recomputed, nothing added.
+    let o = contactlab(
+        &[
+            "run",
+            "exp.yaml",
+            "--jobs",
+            "1",
+            "--shard",
+            "2/3",
+            "--out",
+            "shards/shard-2",
+        ],
+        t,
+    );
+    assert!(
+        text(&o).contains("4 cells (4 resumed, 0 run)"),
+        "{}",
+        text(&o)
+    );
+
+    let o = contactlab(&["run", "exp.yaml", "--jobs", "1", "--out", "whole"], t);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = contactlab(
+        &[
+            "merge",
+            "shards/shard-1/sharded",
+            "shards/shard-2/sharded",
+            "shards/shard-3/sharded",
+            "--out",
+            "merged",
+        ],
+        t,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("12 of 12 cells have rows"),
+        "{}",
+        text(&o)
+    );
+    let whole = physics(&t.join("whole/sharded"));
+    let merged = physics(&t.join("merged"));
+    assert_eq!(whole.len(), 12);
+    // Same rows in the same (grid) order, every non-timing column equal.
+    assert_eq!(
+        whole.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        merged.iter().map(|(id, _)| id).collect::<Vec<_>>()
+    );
+    for ((id, a), (_, b)) in whole.iter().zip(&merged) {
+        assert_eq!(a, b, "cell {id}");
+    }
+    // Real results, not empty rows: every cell ran, most to their horizon (the penalty
+    // diverges at the larger timesteps, a result like any other).
+    let rows = read_runs(&t.join("merged")).unwrap();
+    let statuses: Vec<(&str, &str, f64, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.str("scene"),
+                r.str("label"),
+                r.f64("timestep_s"),
+                r.str("status"),
+            )
+        })
+        .collect();
+    assert!(
+        rows.iter()
+            .all(|r| matches!(r.str("status"), "ok" | "diverged")),
+        "{statuses:?}"
+    );
+    let ok: Vec<&Row> = rows.iter().filter(|r| r.str("status") == "ok").collect();
+    assert!(ok.len() >= 8, "{statuses:?}");
+    assert!(ok.iter().all(|r| r.f64("simulated_time_s") >= 0.3 - 1e-9));
+    assert!(ok.iter().all(|r| r.f64("traj_error_final").is_finite()));
+    // The merged folder: figures and report redrawn, each shard's provenance kept.
+    assert!(t.join("merged/report.md").is_file());
+    assert!(t.join("merged/runs.csv").is_file());
+    let m = Manifest::read(&t.join("merged"));
+    assert_eq!(
+        m.cell_ids,
+        Manifest::read(&t.join("whole/sharded")).cell_ids
+    );
+    assert_eq!(
+        m.merged
+            .iter()
+            .map(|r| r.shard.as_str())
+            .collect::<Vec<_>>(),
+        vec!["1/3", "2/3", "3/3"]
+    );
+    assert!(m.merged.iter().all(|r| r.cells == 4 && !r.end.is_empty()));
+    assert!(m.merged[0].command_line.contains("--shard 1/3"));
+    // A `report` of the merged folder redraws from its rows.
+    let o = contactlab(&["report", "merged"], t);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Two shards only: merged, with the missing one named.
+    let o = contactlab(
+        &[
+            "merge",
+            "shards/shard-1/sharded",
+            "shards/shard-3/sharded",
+            "--out",
+            "partial",
+        ],
+        t,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("shards 2/3 are missing: 4 cells have no row"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(physics(&t.join("partial")).len(), 8);
+}
+
+#[test]
+fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("exp.yaml"), EXPERIMENT).unwrap();
+    // The same experiment with another horizon: another config.
+    std::fs::write(
+        t.join("other.yaml"),
+        EXPERIMENT.replace("horizon: 0.3", "horizon: 0.2"),
+    )
+    .unwrap();
+    for (file, shard, out) in [
+        ("exp.yaml", "1/2", "a"),
+        ("other.yaml", "2/2", "b"),
+        ("exp.yaml", "1/3", "c"),
+    ] {
+        let o = contactlab(
+            &["run", file, "--jobs", "1", "--shard", shard, "--out", out],
+            t,
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let refused = |args: &[&str], needles: &[&str]| {
+        let o = contactlab(args, t);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        for n in needles {
+            assert!(text(&o).contains(n), "'{n}' in {}", text(&o));
+        }
+        assert!(!t.join("out/runs.parquet").exists());
+    };
+    refused(
+        &["merge", "a/sharded", "b/sharded", "--out", "out"],
+        &["a/sharded and b/sharded", "different configs", "horizon"],
+    );
+    refused(
+        &["merge", "a/sharded", "c/sharded", "--out", "out"],
+        &[
+            "a/sharded and c/sharded",
+            "shards of different counts (1/2 against 1/3)",
+        ],
+    );
+    refused(
+        &["merge", "a/sharded", "a/sharded", "--out", "out"],
+        &["a/sharded", "given twice"],
+    );
+    refused(
+        &["merge", "a/sharded", "nowhere", "--out", "out"],
+        &["nowhere", "no such results folder"],
+    );
+    // A revision that differs (a shard run at another commit).
+    std::fs::write(t.join("other.yaml"), EXPERIMENT).unwrap();
+    let o = contactlab(
+        &[
+            "run",
+            "other.yaml",
+            "--jobs",
+            "1",
+            "--shard",
+            "2/2",
+            "--out",
+            "d",
+            "--fresh",
+        ],
+        t,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let md = t.join("d/sharded/manifest.json");
+    let edited = std::fs::read_to_string(&md).unwrap().replacen(
+        "\"revision\": \"",
+        "\"revision\": \"0000000",
+        1,
+    );
+    std::fs::write(&md, edited).unwrap();
+    refused(
+        &["merge", "a/sharded", "d/sharded", "--out", "out"],
+        &["a/sharded and d/sharded", "different revisions"],
+    );
+}
+
+#[test]
+fn a_bad_shard_argument_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("exp.yaml"), EXPERIMENT).unwrap();
+    for bad in ["0/3", "4/3", "x"] {
+        let o = contactlab(&["run", "exp.yaml", "--shard", bad], tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(text(&o).contains("I/N"), "{}", text(&o));
+        assert!(!tmp.path().join("results").exists());
+    }
+}
+
+#[test]
+fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("exp.yaml"), EXPERIMENT).unwrap();
+    let o = contactlab(
+        &[
+            "slurm",
+            "exp.yaml",
+            "--shards",
+            "3",
+            "--cpus",
+            "4",
+            "--time",
+            "01:30:00",
+            "--partition",
+            "short",
+        ],
+        t,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let dir = t.join("slurm/sharded");
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
+    let (array, merge, submit) = (
+        read("array.sbatch"),
+        read("merge.sbatch"),
+        read("submit.sh"),
+    );
+    for (name, s) in [("array", &array), ("merge", &merge), ("submit", &submit)] {
+        let f = dir.join(match name {
+            "submit" => "submit.sh".to_string(),
+            n => format!("{n}.sbatch"),
+        });
+        let check = Command::new("bash").arg("-n").arg(&f).output().unwrap();
+        assert!(check.status.success(), "{name}: {}", text(&check));
+        assert!(s.starts_with("#!/bin/bash\n"), "{name}");
+    }
+    let root = std::fs::canonicalize(t).unwrap();
+    let shards = root.join("results/sharded.shards");
+    assert!(array.contains("#SBATCH --array=1-3\n"), "{array}");
+    assert!(array.contains("#SBATCH --cpus-per-task=4\n"));
+    assert!(array.contains("#SBATCH --time=01:30:00\n"));
+    assert!(array.contains("#SBATCH --partition=short\n"));
+    assert!(array.contains("--shard \"${shard}/3\" --jobs 4"), "{array}");
+    assert!(array.contains("shard=\"${SLURM_ARRAY_TASK_ID}\""));
+    assert!(array.contains(&format!(
+        "--out '{}'/shard-\"${{shard}}\"",
+        shards.display()
+    )));
+    assert!(array.contains(&format!("'{}'", root.join("exp.yaml").display())));
+    assert!(array.contains(env!("CARGO_BIN_EXE_contactlab")));
+    // The merge: every shard's folder, into results/sharded.
+    assert!(merge.contains(" merge \\\n"));
+    for i in 1..=3 {
+        assert!(
+            merge.contains(&format!(
+                "'{}'",
+                shards.join(format!("shard-{i}/sharded")).display()
+            )),
+            "{merge}"
+        );
+    }
+    assert!(merge.contains(&format!(
+        "--out '{}'",
+        root.join("results/sharded").display()
+    )));
+    // Submitted after the whole array.
+    assert!(submit.contains("sbatch --parsable \"$here/array.sbatch\""));
+    assert!(submit.contains("--dependency=afterok:\"$array\" \"$here/merge.sbatch\""));
+    // The array's #SBATCH lines come before any command (sbatch stops reading them there).
+    let first_command = array
+        .lines()
+        .position(|l| !l.starts_with('#') && !l.is_empty())
+        .unwrap();
+    assert!(array
+        .lines()
+        .skip(first_command)
+        .all(|l| !l.starts_with("#SBATCH")));
+
+    // Bad input: exit 2, nothing written.
+    for (args, needle) in [
+        (vec!["slurm", "exp.yaml", "--shards", "0"], "--shards"),
+        (
+            vec!["slurm", "exp.yaml", "--shards", "2", "--time", "2h"],
+            "--time '2h'",
+        ),
+        (
+            vec!["slurm", "missing.yaml", "--shards", "2"],
+            "missing.yaml",
+        ),
+    ] {
+        let o = contactlab(&[args.as_slice(), &["--scripts", "bad"]].concat(), t);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(needle), "{}", text(&o));
+        assert!(!t.join("bad").exists());
+    }
+}
