@@ -932,6 +932,15 @@ fn record(
     })
 }
 
+/// The cells of `plan` that `shard` runs (all of them without one), in grid order; a batched
+/// method's batch of worlds is never split ([`crate::shard`]).
+pub fn shard_cells<'a>(
+    plan: &'a ControlPlan,
+    shard: Option<&crate::shard::Shard>,
+) -> Vec<&'a ControlCell> {
+    crate::shard::select(shard, plan.cells.iter().collect(), |c| shard_unit(c))
+}
+
 /// The shard unit of a cell (`--shard`, [`crate::shard`]): a batched method's cells of one
 /// (formulation, method, parametrization, timestep) are one batch of worlds, so one unit;
 /// every other cell is its own.
@@ -976,11 +985,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
     let resolved = crate::config::to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
-    // This run's cells: all, or one shard's, a batch of worlds being one unit.
-    let mine: Vec<&ControlCell> =
-        crate::shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
-            shard_unit(c)
-        });
+    let mine = shard_cells(plan, opts.shard.as_ref());
     let mut todo = Vec::new();
     for c in &mine {
         if read_cell(dir, &c.id)?.is_none() {

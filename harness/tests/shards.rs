@@ -408,3 +408,57 @@ fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merg
         assert!(!t.join("bad").exists());
     }
 }
+
+/// The control-synthesis study's batches of worlds stay whole: configs/control_synthesis.yaml
+/// (ncp_fb's two adjoints per instance, soft_convex and signorini by `autodiff` as one batch of
+/// 50 worlds per coordinates) as 3 shards: each batch lies in one shard, every cell in exactly
+/// one shard.
+#[test]
+fn control_synthesis_batches_are_never_split() {
+    use contactlab_harness::catalog::Catalog;
+    use contactlab_harness::shard::Shard;
+    use contactlab_harness::study_control::{plan, shard_cells};
+    let file = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/control_synthesis.yaml"
+    ));
+    let (cfg, text) = contactlab_harness::config::load(file).unwrap();
+    let plan = plan(file, &text, cfg, &Catalog::builtin()).unwrap();
+    assert_eq!(plan.cells.len(), 400);
+    let mut owner: std::collections::BTreeMap<&str, usize> = Default::default();
+    for index in 1..=3 {
+        for c in shard_cells(&plan, Some(&Shard { index, count: 3 })) {
+            assert!(
+                owner.insert(c.id.as_str(), index).is_none(),
+                "{} twice",
+                c.id
+            );
+        }
+    }
+    assert_eq!(owner.len(), 400);
+    let mut batches: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> =
+        Default::default();
+    for c in plan.cells.iter().filter(|c| c.method.batched()) {
+        batches
+            .entry(format!(
+                "{} {} {}",
+                c.label,
+                c.method.name(),
+                c.parametrization.name()
+            ))
+            .or_default()
+            .insert(owner[c.id.as_str()]);
+    }
+    // soft_convex and signorini, drive and wheel coordinates: four batches, each in one shard.
+    assert_eq!(batches.len(), 4);
+    assert!(batches.values().all(|s| s.len() == 1), "{batches:?}");
+    // The 200 single cells spread over the shards.
+    for index in 1..=3 {
+        let single = plan
+            .cells
+            .iter()
+            .filter(|c| !c.method.batched() && owner[c.id.as_str()] == index)
+            .count();
+        assert!((60..=75).contains(&single), "shard {index}: {single}");
+    }
+}
