@@ -276,21 +276,26 @@ fn load_config(
 }
 
 fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
+    let (_, table) = checked_experiment(path, catalog)?;
+    println!("{}: ok", path.display());
+    print!("{table}");
+    Ok(())
+}
+
+/// Check the experiment file `path` as `check` does (load, expand the grid): its name and the
+/// grid as a plain-text table.
+fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String, String)> {
     let (file, cfg, text) = load_config(Some(path))?;
+    let name = cfg.name.clone();
     if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
-        println!("{}: ok", path.display());
-        print!("{}", study_control::grid_table(&plan));
-        return Ok(());
+        return Ok((name, study_control::grid_table(&plan)));
     }
     if cfg.study.is_throughput() {
         let plan = study_throughput::plan(&file, &text, cfg, catalog)?;
-        println!("{}: ok", path.display());
-        print!("{}", study_throughput::grid_table(&plan));
-        return Ok(());
+        return Ok((name, study_throughput::grid_table(&plan)));
     }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
-    println!("{}: ok", path.display());
     if let config::Study::Gradient(study) = &plan.config.study {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let cells = contactlab_harness::study_gradient::expand(
@@ -301,11 +306,9 @@ fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
             &plan.cells,
             catalog,
         )?;
-        print!("{}", contactlab_harness::study_gradient::grid_table(&cells));
-        return Ok(());
+        return Ok((name, contactlab_harness::study_gradient::grid_table(&cells)));
     }
-    print!("{}", sweep::grid_table(&plan));
-    Ok(())
+    Ok((name, sweep::grid_table(&plan)))
 }
 
 fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
@@ -438,30 +441,6 @@ fn cmd_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// The experiment file's name after checking it as `check` does.
-fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<String> {
-    let (file, cfg, text) = load_config(Some(path))?;
-    let name = cfg.name.clone();
-    if cfg.study.is_control_synthesis() {
-        study_control::plan(&file, &text, cfg, catalog)?;
-    } else if cfg.study.is_throughput() {
-        study_throughput::plan(&file, &text, cfg, catalog)?;
-    } else {
-        let plan = sweep::plan(&file, &text, cfg, catalog)?;
-        if let config::Study::Gradient(study) = &plan.config.study {
-            contactlab_harness::study_gradient::expand(
-                path,
-                &text,
-                &plan.config,
-                study,
-                &plan.cells,
-                catalog,
-            )?;
-        }
-    }
-    Ok(name)
-}
-
 fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if a.shards == 0 {
         return Err(InputError("--shards must be at least 1".into()).into());
@@ -479,7 +458,7 @@ fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let experiment = checked_experiment(&a.config, catalog)?;
+    let (experiment, _) = checked_experiment(&a.config, catalog)?;
     let cwd = std::env::current_dir().context("the current folder")?;
     let abs = |p: &Path| {
         if p.is_absolute() {

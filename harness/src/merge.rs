@@ -321,16 +321,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         .iter()
         .map(|i| MergedRun {
             dir: i.dir.display().to_string(),
-            shard: i.manifest.shard.clone(),
-            revision: i.manifest.revision.clone(),
-            version: i.manifest.version.clone(),
-            host: i.manifest.host.clone(),
-            cores: i.manifest.cores,
-            threads: i.manifest.threads,
-            start: i.manifest.start.clone(),
-            end: i.manifest.end.clone(),
-            command_line: i.manifest.command_line.clone(),
             cells: i.ids.len(),
+            manifest: Manifest {
+                cell_ids: Vec::new(),
+                ..i.manifest.clone()
+            },
         })
         .collect();
     manifest.end = crate::results::now_utc();

@@ -665,7 +665,7 @@ pub struct Manifest {
     /// Ids of the cells of this run's grid, in grid order: `cells/` may also hold rows of
     /// earlier grids (other parameters, or input files since edited), which `report` leaves
     /// out. Empty in manifests written before it existed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cell_ids: Vec<String>,
     /// The shard this run computed (`I/N`, `contactlab run --shard`); empty for the whole grid.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -683,32 +683,16 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// The provenance of one results folder combined by `contactlab merge` (its manifest, less the
-/// grid's cell ids, which every merged folder shares).
+/// One results folder combined by `contactlab merge`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MergedRun {
     /// The folder as given to `merge`.
     pub dir: String,
-    /// Its shard (`I/N`), empty for a whole run.
-    pub shard: String,
-    /// Git revision.
-    pub revision: String,
-    /// contactlab-harness version.
-    pub version: String,
-    /// Host name.
-    pub host: String,
-    /// Logical cores.
-    pub cores: usize,
-    /// Worker threads.
-    pub threads: usize,
-    /// Start and end (UTC).
-    pub start: String,
-    /// End (UTC); empty if the run did not finish.
-    pub end: String,
-    /// Its command line.
-    pub command_line: String,
     /// Cells whose rows it contributed.
     pub cells: usize,
+    /// Its manifest (its provenance: shard, revision, host, cores, threads, times, command
+    /// line), without the grid's cell ids, which every merged folder shares.
+    pub manifest: Manifest,
 }
 
 impl Manifest {

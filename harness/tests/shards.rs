@@ -190,12 +190,15 @@ fn three_shards_merged_equal_the_whole_run() {
     assert_eq!(
         m.merged
             .iter()
-            .map(|r| r.shard.as_str())
+            .map(|r| r.manifest.shard.as_str())
             .collect::<Vec<_>>(),
         vec!["1/3", "2/3", "3/3"]
     );
-    assert!(m.merged.iter().all(|r| r.cells == 4 && !r.end.is_empty()));
-    assert!(m.merged[0].command_line.contains("--shard 1/3"));
+    assert!(m
+        .merged
+        .iter()
+        .all(|r| r.cells == 4 && !r.manifest.end.is_empty() && r.manifest.cell_ids.is_empty()));
+    assert!(m.merged[0].manifest.command_line.contains("--shard 1/3"));
     // A `report` of the merged folder redraws from its rows.
     let o = contactlab(&["report", "merged"], t);
     assert!(o.status.success(), "{}", text(&o));
