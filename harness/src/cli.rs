@@ -276,24 +276,24 @@ fn load_config(
 }
 
 fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
-    let (_, table) = checked_experiment(path, catalog)?;
+    let (_, table, _) = checked_experiment(path, catalog)?;
     println!("{}: ok", path.display());
     print!("{table}");
     Ok(())
 }
 
-/// Check the experiment file `path` as `check` does (load, expand the grid): its name and the
-/// grid as a plain-text table.
-fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String, String)> {
+/// Check the experiment file `path` as `check` does (load, expand the grid): its name, the
+/// grid as a plain-text table, and its number of cells.
+fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String, String, usize)> {
     let (file, cfg, text) = load_config(Some(path))?;
     let name = cfg.name.clone();
     if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
-        return Ok((name, study_control::grid_table(&plan)));
+        return Ok((name, study_control::grid_table(&plan), plan.cells.len()));
     }
     if cfg.study.is_throughput() {
         let plan = study_throughput::plan(&file, &text, cfg, catalog)?;
-        return Ok((name, study_throughput::grid_table(&plan)));
+        return Ok((name, study_throughput::grid_table(&plan), plan.cells.len()));
     }
     let plan = sweep::plan(&file, &text, cfg, catalog)?;
     if let config::Study::Gradient(study) = &plan.config.study {
@@ -306,13 +306,18 @@ fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String,
             &plan.cells,
             catalog,
         )?;
-        return Ok((name, contactlab_harness::study_gradient::grid_table(&cells)));
+        return Ok((
+            name,
+            contactlab_harness::study_gradient::grid_table(&cells),
+            cells.len(),
+        ));
     }
-    Ok((name, sweep::grid_table(&plan)))
+    Ok((name, sweep::grid_table(&plan), plan.cells.len()))
 }
 
 fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     let (file, cfg, text) = load_config(a.config.as_deref())?;
+    check_shard_folder(&a.out.join(&cfg.name), a.shard.as_ref())?;
     if cfg.study.is_control_synthesis() {
         let plan = study_control::plan(&file, &text, cfg, catalog)?;
         return cmd_run_control(a, &plan);
@@ -332,7 +337,13 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
     };
     println!(
         "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed{skipped}",
-        plan.config.name, s.total, s.resumed, s.ran, s.ok, s.diverged, s.failed
+        run_label(&plan.config.name, a.shard.as_ref()),
+        s.total,
+        s.resumed,
+        s.ran,
+        s.ok,
+        s.diverged,
+        s.failed
     );
     println!("results: {}", dir.display());
     // The rows are written; figures or a report that could not be are still a failed run.
@@ -340,6 +351,43 @@ fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
         Some(e) => Err(anyhow::anyhow!("{}: {e}", dir.display())),
         None => Ok(()),
     }
+}
+
+/// The experiment's name in `run`'s summary, with the shard if there is one.
+fn run_label(name: &str, shard: Option<&Shard>) -> String {
+    match shard {
+        Some(s) => format!("{name} (shard {s})"),
+        None => name.to_string(),
+    }
+}
+
+/// Refuse to run a shard into a folder that holds the whole run or another shard, or the whole
+/// run into a shard's folder: their rows, report and manifest would replace each other's (and
+/// `--fresh` would delete the other's cells).
+fn check_shard_folder(dir: &Path, shard: Option<&Shard>) -> Result<(), InputError> {
+    let m = contactlab_harness::results::Manifest::read(dir);
+    if m.cell_ids.is_empty() {
+        return Ok(());
+    }
+    let wanted = shard.map(|s| s.to_string()).unwrap_or_default();
+    if m.shard == wanted {
+        return Ok(());
+    }
+    let holds = |s: &str| {
+        if s.is_empty() {
+            "the whole run".to_string()
+        } else {
+            format!("shard {s}")
+        }
+    };
+    Err(InputError(format!(
+        "{} holds {} of this experiment, not {}; give each shard its own --out (e.g. --out \
+         shards/{}), or remove that folder",
+        dir.display(),
+        holds(&m.shard),
+        holds(&wanted),
+        shard.map_or(1, |s| s.index)
+    )))
 }
 
 /// The run options of `run`: the results folder `<out>/<name>/` and the worker count
@@ -373,7 +421,12 @@ fn cmd_run_control(a: RunArgs, plan: &study_control::ControlPlan) -> anyhow::Res
         .with_context(|| format!("writing results to {}", dir.display()))?;
     println!(
         "{}: {} cells ({} resumed, {} run): {} ok, {} failed",
-        plan.config.name, s.total, s.resumed, s.ran, s.ok, s.failed
+        run_label(&plan.config.name, a.shard.as_ref()),
+        s.total,
+        s.resumed,
+        s.ran,
+        s.ok,
+        s.failed
     );
     println!("results: {}", dir.display());
     match s.outputs_error {
@@ -395,7 +448,7 @@ fn cmd_run_throughput(
         .with_context(|| format!("writing results to {}", dir.display()))?;
     println!(
         "{}: {} cells ({} resumed, {} run): {} ok, {} diverged, {} failed, {} skipped in {:.0} s",
-        plan.config.name,
+        run_label(&plan.config.name, a.shard.as_ref()),
         s.total,
         s.resumed,
         s.ran,
@@ -422,17 +475,32 @@ fn cmd_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<()> {
         s.rows,
         s.cells_total
     );
+    let cells = |n: usize| format!("{n} cell{}", if n == 1 { "" } else { "s" });
     if !s.missing_shards.is_empty() {
+        let one = s.missing_shards.len() == 1;
+        let (shards, are, them, they_have) = if one {
+            ("shard", "is", "it", "it has")
+        } else {
+            ("shards", "are", "them", "they have")
+        };
+        let without = match s.cells_total - s.rows {
+            1 => "1 cell has".to_string(),
+            n => format!("{} have", cells(n)),
+        };
         eprintln!(
-            "warning: shards {} are missing: {} cells have no row; merge again with them once \
-             they have run",
-            s.missing_shards.join(", "),
-            s.cells_total - s.rows
+            "warning: {shards} {} {are} missing: {without} no row; merge again with {them} once \
+             {they_have} run",
+            s.missing_shards.join(", ")
         );
     } else if s.rows < s.cells_total {
+        eprintln!("warning: {} without a row", cells(s.cells_total - s.rows));
+    }
+    if !s.missing_logs.is_empty() {
         eprintln!(
-            "warning: {} cells have no row (their shard's run stopped early)",
-            s.cells_total - s.rows
+            "warning: the experiment logs steps (log_steps: true), but {} of the merged cells \
+             have no per-step log, e.g. {}",
+            s.missing_logs.len(),
+            s.missing_logs[0]
         );
     }
     match s.outputs_error {
@@ -458,7 +526,31 @@ fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let (experiment, _) = checked_experiment(&a.config, catalog)?;
+    for (flag, v) in [
+        ("--partition", &a.partition),
+        ("--account", &a.account),
+        ("--mem", &a.mem),
+    ] {
+        if let Some(v) = v
+            .as_deref()
+            .filter(|v| !contactlab_harness::slurm::valid_directive_value(v))
+        {
+            return Err(InputError(format!(
+                "{flag} '{v}': only letters, digits and _ - . , : can stand on an #SBATCH line"
+            ))
+            .into());
+        }
+    }
+    let (experiment, _, cells) = checked_experiment(&a.config, catalog)?;
+    if a.shards > cells {
+        return Err(InputError(format!(
+            "--shards {}: the experiment has {cells} cells, so {} array tasks would run nothing; \
+             use at most {cells}",
+            a.shards,
+            a.shards - cells
+        ))
+        .into());
+    }
     let cwd = std::env::current_dir().context("the current folder")?;
     let abs = |p: &Path| {
         if p.is_absolute() {
@@ -471,6 +563,24 @@ fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
         Some(b) => abs(&b),
         None => std::env::current_exe().context("this binary's path")?,
     };
+    if !binary.is_file() {
+        return Err(InputError(format!("--binary {}: no such file", binary.display())).into());
+    }
+    // The merge at the end refuses a folder that is neither new nor an earlier merge of this
+    // config: say so now, before any shard runs.
+    let merged = abs(&a.out).join(&experiment);
+    if merged.join("manifest.json").is_file()
+        && contactlab_harness::results::Manifest::read(&merged)
+            .merged
+            .is_empty()
+    {
+        return Err(InputError(format!(
+            "{} holds a run of this experiment, which the final merge would not replace; move \
+             or delete it, or choose another --out",
+            merged.display()
+        ))
+        .into());
+    }
     let opts = SlurmOptions {
         experiment: experiment.clone(),
         config: abs(&a.config),

@@ -37,7 +37,7 @@ pub enum MergeError {
         message: String,
     },
     /// Two folders that are not shards of one run (bad input: exit 2).
-    #[error("{} and {}: {what}; only shards of one experiment, config and revision can be merged", a.display(), b.display())]
+    #[error("{} and {}: {what}", a.display(), b.display())]
     Conflict {
         /// The first folder.
         a: PathBuf,
@@ -60,6 +60,8 @@ pub struct MergeSummary {
     pub rows: usize,
     /// Shards of the count N that no input holds (`I/N`).
     pub missing_shards: Vec<String>,
+    /// Per-step logs that `log_steps: true` asks for and no input holds (`<dir>/steps/<id>`).
+    pub missing_logs: Vec<String>,
     /// Why figures or the report could not be drawn (the rows are written regardless).
     pub outputs_error: Option<String>,
 }
@@ -86,10 +88,24 @@ fn read_input(dir: &Path) -> Result<Input, MergeError> {
         return Err(input_error(dir, "no such results folder"));
     }
     let text = std::fs::read_to_string(dir.join("manifest.json")).map_err(|e| {
-        input_error(
-            dir,
-            format!("manifest.json: {e} (is this a results folder?)"),
-        )
+        // A shard's `--out` folder holds the results folder `<name>/`: name it.
+        let inner: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("manifest.json").is_file())
+            .map(|e| e.path().display().to_string())
+            .collect();
+        match inner.as_slice() {
+            [one] => input_error(
+                dir,
+                format!("not a results folder (no manifest.json); did you mean {one}?"),
+            ),
+            _ => input_error(
+                dir,
+                format!("manifest.json: {e} (is this a results folder?)"),
+            ),
+        }
     })?;
     let manifest: Manifest =
         serde_json::from_str(&text).map_err(|e| input_error(dir, format!("manifest.json: {e}")))?;
@@ -103,6 +119,16 @@ fn read_input(dir: &Path) -> Result<Input, MergeError> {
     if manifest.cell_ids.is_empty() {
         return Err(input_error(dir, "manifest.json lists no cell ids"));
     }
+    if !manifest.merged.is_empty() {
+        return Err(input_error(
+            dir,
+            format!(
+                "is itself a merge of {} folders; merge the shard folders it lists in \
+                 manifest.json together with the new ones",
+                manifest.merged.len()
+            ),
+        ));
+    }
     let config_text = std::fs::read_to_string(dir.join("config.resolved.yaml"))
         .map_err(|e| input_error(dir, format!("config.resolved.yaml: {e}")))?;
     let shard = match manifest.shard.as_str() {
@@ -112,7 +138,16 @@ fn read_input(dir: &Path) -> Result<Input, MergeError> {
                 .map_err(|e| input_error(dir, format!("manifest.json: shard: {e}")))?,
         ),
     };
-    let df = read_frame(&dir.join("runs.parquet"))?;
+    let df = read_frame(&dir.join("runs.parquet")).map_err(|e| {
+        input_error(
+            dir,
+            format!(
+                "runs.parquet cannot be read ({e}); `contactlab report {}` rebuilds it from \
+                 the cell files",
+                dir.display()
+            ),
+        )
+    })?;
     let ids: Vec<String> = match df.column("cell_id") {
         Ok(c) => {
             let ca = c
@@ -160,19 +195,19 @@ fn check_pair(a: &Input, b: &Input) -> Result<(), MergeError> {
     let (ma, mb) = (&a.manifest, &b.manifest);
     if ma.experiment != mb.experiment {
         return Err(conflict(format!(
-            "different experiments ('{}' against '{}')",
+            "different experiments ('{}' against '{}'); only shards of one experiment, config and revision can be merged",
             ma.experiment, mb.experiment
         )));
     }
     if ma.revision != mb.revision {
         return Err(conflict(format!(
-            "different revisions ({} against {})",
+            "different revisions ({} against {}); only shards of one experiment, config and revision can be merged",
             ma.revision, mb.revision
         )));
     }
     if a.config_text != b.config_text {
         return Err(conflict(format!(
-            "different configs (config.resolved.yaml {})",
+            "different configs (config.resolved.yaml {}); only shards of one experiment, config and revision can be merged",
             first_difference(&a.config_text, &b.config_text)
         )));
     }
@@ -258,18 +293,40 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
             if !cell_path(&inp.dir, id).is_file() {
                 return Err(input_error(
                     &inp.dir,
-                    format!("runs.parquet has cell {id}, but cells/{id}.json is missing"),
+                    format!(
+                        "runs.parquet has cell {id}, but cells/{id}.json is missing; run the \
+                         shard again (it recomputes the cell)"
+                    ),
                 ));
             }
         }
+    }
+    // Every row parses before anything is written (a bad file is named where it is).
+    for (id, inp) in &source {
+        crate::results::read_cell(&inp.dir, id)?;
     }
     let cfg_path = out.join("config.resolved.yaml");
     let cfg = config::parse(&cfg_path, &a.config_text)
         .map_err(|e| input_error(first, format!("config.resolved.yaml does not parse: {e}")))?;
     // The output folder: a new folder, or an earlier merge of the same experiment.
     if out.is_dir() && std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
+        let earlier = Manifest::read(out);
         match std::fs::read_to_string(out.join("config.resolved.yaml")) {
-            Ok(t) if t == a.config_text => {}
+            Ok(t) if t == a.config_text && !earlier.merged.is_empty() => {}
+            Ok(t) if t == a.config_text => {
+                return Err(input_error(
+                    out,
+                    format!(
+                        "--out holds {} of this experiment, not an earlier merge; merge into a \
+                         new folder (a merge replaces what --out holds)",
+                        if earlier.shard.is_empty() {
+                            "a run".to_string()
+                        } else {
+                            format!("shard {}", earlier.shard)
+                        }
+                    ),
+                ))
+            }
             Ok(t) => {
                 return Err(MergeError::Conflict {
                     a: a.dir.clone(),
@@ -301,6 +358,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         let _ = std::fs::remove_file(out.join(f));
     }
     std::fs::create_dir_all(out.join("cells")).map_err(io(out))?;
+    let mut missing_logs = Vec::new();
     for (id, inp) in &source {
         let bytes = std::fs::read(cell_path(&inp.dir, id)).map_err(io(&inp.dir))?;
         write_atomic(&cell_path(out, id), &bytes)?;
@@ -308,6 +366,8 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         if log.is_file() {
             let bytes = std::fs::read(&log).map_err(io(&log))?;
             write_atomic(&out.join("steps").join(format!("{id}.parquet")), &bytes)?;
+        } else if cfg.log_steps {
+            missing_logs.push(log.display().to_string());
         }
     }
     write_atomic(&cfg_path, a.config_text.as_bytes())?;
@@ -330,7 +390,15 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         .collect();
     manifest.end = crate::results::now_utc();
     manifest.write(out)?;
-    let (rows, outputs) = crate::report::rebuild_from_cells(out, &cfg, &manifest.cell_ids)?;
+    let (rows, outputs) = match crate::report::rebuild_from_cells(out, &cfg, &manifest.cell_ids) {
+        Ok(r) => r,
+        Err(e) => {
+            // Not finished: the manifest says so.
+            manifest.end.clear();
+            manifest.write(out)?;
+            return Err(e.into());
+        }
+    };
     let missing_shards = match a.shard {
         Some(s) => {
             let have: BTreeSet<usize> = read
@@ -349,6 +417,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         cells_total: manifest.cells_total,
         rows,
         missing_shards,
+        missing_logs,
         outputs_error: outputs.err(),
     })
 }

@@ -344,6 +344,7 @@ pub fn render(
         manifest.command_line,
         manifest.cells_resumed
     );
+    s += &manifest.grid_note();
     let _ = writeln!(
         s,
         "- configuration: `config.resolved.yaml`; rows: `runs.parquet`, `runs.csv`"

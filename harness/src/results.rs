@@ -740,6 +740,50 @@ impl Manifest {
         }
     }
 
+    /// What a report must say about where its rows come from when they are not one whole run:
+    /// a shard's part of the grid, or the folders a merge combined (one markdown list item
+    /// each); empty for a whole run.
+    pub fn grid_note(&self) -> String {
+        let mut s = String::new();
+        if !self.shard.is_empty() {
+            s += &format!(
+                "- **shard {} of the grid: {} of its {} cells**; figures and tables cover these \
+                 cells only (`contactlab merge` the shards' folders for the whole experiment)\n",
+                self.shard, self.shard_cells, self.cells_total
+            );
+        }
+        if !self.merged.is_empty() {
+            s += &format!(
+                "- merged by `{}` on {} at {} from {} folder(s):\n",
+                self.command_line,
+                self.host,
+                self.end,
+                self.merged.len()
+            );
+            for m in &self.merged {
+                let r = &m.manifest;
+                s += &format!(
+                    "  - `{}`{}: {} cells on {} ({} cores, {} threads), revision {}, {} to {}, `{}`\n",
+                    m.dir,
+                    if r.shard.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (shard {})", r.shard)
+                    },
+                    m.cells,
+                    r.host,
+                    r.cores,
+                    r.threads,
+                    r.revision,
+                    r.start,
+                    r.end,
+                    r.command_line
+                );
+            }
+        }
+        s
+    }
+
     /// Write `manifest.json` in `dir`.
     ///
     /// # Errors

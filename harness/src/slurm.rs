@@ -68,6 +68,28 @@ fn q(p: &Path) -> String {
     sh_quote(&p.display().to_string())
 }
 
+/// `name` with every character but ASCII letters, digits, `_`, `-` and `.` replaced by `_` (a
+/// job name needs no quoting on an `#SBATCH` line).
+fn job_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Whether `v` can stand unquoted on an `#SBATCH` line as a partition, account or memory
+/// value: ASCII letters, digits and `_ - . , :` only.
+pub fn valid_directive_value(v: &str) -> bool {
+    !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ',' | ':'))
+}
+
 /// Whether `t` is a SLURM time limit: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S` (digits).
 pub fn valid_time(t: &str) -> bool {
     let (days, rest) = match t.split_once('-') {
@@ -88,12 +110,10 @@ impl SlurmOptions {
         self.out.join(format!("{}.shards", self.experiment))
     }
 
-    fn header(&self, job: &str, log: &Path) -> String {
-        let mut h = format!(
-            "#SBATCH --job-name={}\n#SBATCH --output={}\n",
-            job,
-            log.display()
-        );
+    fn header(&self, job: &str) -> String {
+        // No paths here: sbatch splits `#SBATCH` lines at spaces and ends them at `#`, so the
+        // log files are named on submit.sh's command line instead, quoted by the shell.
+        let mut h = format!("#SBATCH --job-name={}\n", job_name(job));
         if let Some(t) = &self.time {
             h += &format!("#SBATCH --time={t}\n");
         }
@@ -128,7 +148,7 @@ impl SlurmOptions {
              --out {root_q}/shard-\"${{shard}}\"\n",
             exp = self.experiment,
             config = self.config.display(),
-            header = self.header(&job, &root.join("slurm-%A_%a.out")),
+            header = self.header(&job),
             cpus = self.cpus,
             workdir = q(&self.workdir),
             bin = q(&self.binary),
@@ -149,7 +169,7 @@ impl SlurmOptions {
              exec {bin} merge \\\n    {inputs} \\\n    --out {out_q}\n",
             exp = self.experiment,
             out = self.out.join(&self.experiment).display(),
-            header = self.header(&format!("{job}-merge"), &root.join("slurm-merge-%j.out")),
+            header = self.header(&format!("{job}-merge")),
             workdir = q(&self.workdir),
             bin = q(&self.binary),
             inputs = inputs.join(" \\\n    "),
@@ -162,14 +182,18 @@ impl SlurmOptions {
              set -euo pipefail\n\
              here=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n\
              mkdir -p {root_q}\n\
-             array=\"$(sbatch --parsable \"$here/array.sbatch\")\"\n\
+             array=\"$(sbatch --parsable --output={log_array} \"$here/array.sbatch\")\"\n\
              array=\"${{array%%;*}}\"  # --parsable prints <job>;<cluster> on federated clusters\n\
-             merge=\"$(sbatch --parsable --dependency=afterok:\"$array\" \"$here/merge.sbatch\")\"\n\
+             merge=\"$(sbatch --parsable --output={log_merge} --dependency=afterok:\"$array\" \\\n    \"$here/merge.sbatch\")\"\n\
+             # A task that fails or times out leaves the merge pending (afterok): rerun that\n\
+             # task's shard (sbatch --array=I array.sbatch; it resumes), then submit merge.sbatch.\n\
              echo \"shards: job array $array (tasks 1-{n}); merge: job ${{merge%%;*}}\"\n\
              echo \"merged results: {out}\"\n",
             exp = self.experiment,
             root_q = q(&root),
             out = self.out.join(&self.experiment).display(),
+            log_array = q(&root.join("slurm-%A_%a.out")),
+            log_merge = q(&root.join("slurm-merge-%j.out")),
         );
         SlurmScripts {
             array,

@@ -216,7 +216,7 @@ fn three_shards_merged_equal_the_whole_run() {
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        text(&o).contains("shards 2/3 are missing: 4 cells have no row"),
+        text(&o).contains("shard 2/3 is missing: 4 cells have no row"),
         "{}",
         text(&o)
     );
@@ -272,6 +272,37 @@ fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
         &["merge", "a/sharded", "nowhere", "--out", "out"],
         &["nowhere", "no such results folder"],
     );
+    // A shard's --out folder instead of its results folder: the right one is named.
+    refused(
+        &["merge", "a", "--out", "out"],
+        &["a: not a results folder", "did you mean a/sharded?"],
+    );
+    // --out holding a run (not an earlier merge) is not replaced.
+    refused(
+        &["merge", "a/sharded", "--out", "c/sharded"],
+        &[
+            "c/sharded",
+            "holds shard 1/3 of this experiment, not an earlier merge",
+        ],
+    );
+    // A shard run into a folder that holds another shard is refused (its rows would be
+    // replaced), --fresh or not.
+    for fresh in [false, true] {
+        let mut args = vec![
+            "run", "exp.yaml", "--jobs", "1", "--shard", "2/3", "--out", "c",
+        ];
+        if fresh {
+            args.push("--fresh");
+        }
+        let o = contactlab(&args, t);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            text(&o).contains("holds shard 1/3 of this experiment, not shard 2/3"),
+            "{}",
+            text(&o)
+        );
+    }
+    assert_eq!(Manifest::read(&t.join("c/sharded")).shard_cells, 4);
     // A revision that differs (a shard run at another commit).
     std::fs::write(t.join("other.yaml"), EXPERIMENT).unwrap();
     let o = contactlab(
@@ -381,8 +412,22 @@ fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merg
         root.join("results/sharded").display()
     )));
     // Submitted after the whole array.
-    assert!(submit.contains("sbatch --parsable \"$here/array.sbatch\""));
-    assert!(submit.contains("--dependency=afterok:\"$array\" \"$here/merge.sbatch\""));
+    // Log files named on sbatch's command line (shell-quoted), never on #SBATCH lines, which
+    // sbatch splits at spaces.
+    assert!(submit.contains(&format!(
+        "sbatch --parsable --output='{}' \"$here/array.sbatch\"",
+        shards.join("slurm-%A_%a.out").display()
+    )));
+    assert!(submit.contains("--dependency=afterok:\"$array\""));
+    assert!(submit.contains("\"$here/merge.sbatch\""));
+    for s in [&array, &merge] {
+        for l in s.lines().filter(|l| l.starts_with("#SBATCH")) {
+            assert!(
+                !l.contains('/') && !l.contains(' ') || l.matches(' ').count() == 1,
+                "{l}"
+            );
+        }
+    }
     // The array's #SBATCH lines come before any command (sbatch stops reading them there).
     let first_command = array
         .lines()
@@ -403,6 +448,18 @@ fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merg
         (
             vec!["slurm", "missing.yaml", "--shards", "2"],
             "missing.yaml",
+        ),
+        (
+            vec!["slurm", "exp.yaml", "--shards", "13"],
+            "the experiment has 12 cells",
+        ),
+        (
+            vec!["slurm", "exp.yaml", "--shards", "2", "--partition", "a b"],
+            "--partition 'a b'",
+        ),
+        (
+            vec!["slurm", "exp.yaml", "--shards", "2", "--binary", "nowhere"],
+            "nowhere: no such file",
         ),
     ] {
         let o = contactlab(&[args.as_slice(), &["--scripts", "bad"]].concat(), t);

@@ -413,7 +413,12 @@ pub fn write_outputs(
         Ok(w) => (w, None),
         Err(e) => (Vec::new(), Some(format!("figures not drawn: {e}"))),
     };
-    let mut text = render(rows, cfg, &Manifest::read(dir), &written);
+    let manifest = Manifest::read(dir);
+    let mut text = render(rows, cfg, &manifest, &written);
+    let note = manifest.grid_note();
+    if !note.is_empty() {
+        let _ = write!(text, "\n## Where the rows come from\n\n{note}");
+    }
     if let Some(e) = &fig_err {
         let _ = writeln!(text, "\n**Figures are missing**: {e}");
     }
