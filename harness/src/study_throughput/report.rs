@@ -135,10 +135,22 @@ pub fn render(
 ) -> String {
     let mut s = format!("# {}\n\n{}\n\n", cfg.name, cfg.description);
     if let StudySpec::Throughput(spec) = &cfg.study {
+        // A merge's cells ran in the shards' processes, possibly side by side on one machine.
+        let machine = if manifest.merged.is_empty() {
+            format!(
+                "Every cell ran alone on {} worker thread(s) of a {}-core machine ({})",
+                manifest.threads, manifest.cores, manifest.host
+            )
+        } else {
+            "The cells ran in the shards' processes listed under \"Where the rows come from\" \
+             (shards that shared a machine also shared its cores: compare speeds within one \
+             shard)"
+                .to_string()
+        };
         let _ = writeln!(
             s,
-            "Throughput and memory against the number of worlds (issues 15, 16). Every cell ran alone on {} worker thread(s) of a {}-core machine ({}), revision {}. Forward cells: one untimed warm-up step, then at most {} timed steps (fewer once {} s had passed), the end state read back once. Forward+backward cells: at most {} iterations of {} steps forward and one backward pass (one world-iteration per world, the Ostrich paper's definition); the cpu engine's backward is ncp_fb's adjoint, the burn engines' burn's reverse mode. Memory is per backend: the process heap (counting allocator) on CPU backends, the CubeCL client's bytes in use on GPU backends. Speeds are measured, never asserted; on a shared machine they vary from run to run.\n",
-            manifest.threads, manifest.cores, manifest.host, manifest.revision, spec.steps, spec.budget_s, spec.iterations, spec.horizon_steps
+            "Throughput and memory against the number of worlds (issues 15, 16). {}, revision {}. Forward cells: one untimed warm-up step, then at most {} timed steps (fewer once {} s had passed), the end state read back once. Forward+backward cells: at most {} iterations of {} steps forward and one backward pass (one world-iteration per world, the Ostrich paper's definition); the cpu engine's backward is ncp_fb's adjoint, the burn engines' burn's reverse mode. Memory is per backend: the process heap (counting allocator) on CPU backends, the CubeCL client's bytes in use on GPU backends. Speeds are measured, never asserted; on a shared machine they vary from run to run.\n",
+            machine, manifest.revision, spec.steps, spec.budget_s, spec.iterations, spec.horizon_steps
         );
     }
     let r = ratios(rows);
