@@ -670,6 +670,10 @@ pub struct Manifest {
     /// The shard this run computed (`I/N`, `contactlab run --shard`); empty for the whole grid.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub shard: String,
+    /// The batch scheduler's job this process ran as (`slurm job <array job>_<task>` or
+    /// `slurm job <id>`, from SLURM's environment), empty outside one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_job: String,
     /// Cells of the grid that belong to [`Self::shard`] (0 for the whole grid).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shard_cells: usize,
@@ -721,6 +725,7 @@ impl Manifest {
             cells_resumed: 0,
             cell_ids: Vec::new(),
             shard: String::new(),
+            scheduler_job: scheduler_job(),
             shard_cells: 0,
             merged: Vec::new(),
         }
@@ -763,7 +768,7 @@ impl Manifest {
             for m in &self.merged {
                 let r = &m.manifest;
                 s += &format!(
-                    "  - `{}`{}: {} cells on {} ({} cores, {} threads), revision {}, {} to {}, `{}`\n",
+                    "  - `{}`{}: {} cells on {}{} ({} cores, {} threads), revision {}, {} to {}, `{}`\n",
                     m.dir,
                     if r.shard.is_empty() {
                         String::new()
@@ -772,6 +777,11 @@ impl Manifest {
                     },
                     m.cells,
                     r.host,
+                    if r.scheduler_job.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {}", r.scheduler_job)
+                    },
                     r.cores,
                     r.threads,
                     r.revision,
@@ -803,6 +813,21 @@ impl Manifest {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default()
+    }
+}
+
+/// The SLURM job this process runs in, from the variables SLURM sets in a job's environment
+/// (`SLURM_ARRAY_JOB_ID` and `SLURM_ARRAY_TASK_ID` in an array task, else `SLURM_JOB_ID`).
+fn scheduler_job() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        var("SLURM_ARRAY_JOB_ID"),
+        var("SLURM_ARRAY_TASK_ID"),
+        var("SLURM_JOB_ID"),
+    ) {
+        (Some(a), Some(t), _) => format!("slurm job {a}_{t}"),
+        (_, _, Some(j)) => format!("slurm job {j}"),
+        _ => String::new(),
     }
 }
 

@@ -90,6 +90,9 @@ fn three_shards_merged_equal_the_whole_run() {
                     &format!("shards/shard-{i}"),
                 ])
                 .current_dir(t)
+                // As SLURM sets it in array task i of job 77.
+                .env("SLURM_ARRAY_JOB_ID", "77")
+                .env("SLURM_ARRAY_TASK_ID", i.to_string())
                 .output()
         })
         .collect();
@@ -199,6 +202,10 @@ fn three_shards_merged_equal_the_whole_run() {
         .iter()
         .all(|r| r.cells == 4 && !r.manifest.end.is_empty() && r.manifest.cell_ids.is_empty()));
     assert!(m.merged[0].manifest.command_line.contains("--shard 1/3"));
+    assert_eq!(m.merged[2].manifest.scheduler_job, "slurm job 77_3");
+    let report = std::fs::read_to_string(t.join("merged/report.md")).unwrap();
+    assert!(report.contains("(shard 3/3): 4 cells on"), "{report}");
+    assert!(report.contains("slurm job 77_3"), "{report}");
     // A `report` of the merged folder redraws from its rows.
     let o = contactlab(&["report", "merged"], t);
     assert!(o.status.success(), "{}", text(&o));
