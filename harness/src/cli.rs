@@ -71,6 +71,9 @@ failed cells are recorded with their reason; the experiment goes on.")]
     Check {
         /// The experiment file (YAML).
         config: PathBuf,
+        /// Print only the cells shard I of N runs (`run --shard I/N`).
+        #[arg(long, value_name = "I/N")]
+        shard: Option<Shard>,
     },
     /// Simulate one cell from flags and write its per-step trajectory (CSV or Parquet).
     #[command(long_about = "\
@@ -226,7 +229,7 @@ pub struct InputError(pub String);
 pub fn main_with(cli: Cli, catalog: &Catalog) -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd_run(a, catalog),
-        Command::Check { config } => cmd_check(&config, catalog),
+        Command::Check { config, shard } => cmd_check(&config, shard.as_ref(), catalog),
         Command::Simulate(a) => cmd_simulate(a, catalog),
         Command::Report { dir } => cmd_report(&dir),
         Command::List => {
@@ -275,27 +278,44 @@ fn load_config(
     })
 }
 
-fn cmd_check(path: &Path, catalog: &Catalog) -> anyhow::Result<()> {
-    let (_, table, _) = checked_experiment(path, catalog)?;
+fn cmd_check(path: &Path, shard: Option<&Shard>, catalog: &Catalog) -> anyhow::Result<()> {
+    let (_, table, cells) = checked_experiment(path, shard, catalog)?;
     println!("{}: ok", path.display());
+    if let Some(s) = shard {
+        println!("shard {s}: these cells of the grid's {cells}");
+    }
     print!("{table}");
     Ok(())
 }
 
 /// Check the experiment file `path` as `check` does (load, expand the grid): its name, the
-/// grid as a plain-text table, and its number of cells.
-fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String, String, usize)> {
+/// grid (or `shard`'s part of it) as a plain-text table, and the grid's number of cells.
+fn checked_experiment(
+    path: &Path,
+    shard: Option<&Shard>,
+    catalog: &Catalog,
+) -> anyhow::Result<(String, String, usize)> {
     let (file, cfg, text) = load_config(Some(path))?;
     let name = cfg.name.clone();
     if cfg.study.is_control_synthesis() {
-        let plan = study_control::plan(&file, &text, cfg, catalog)?;
-        return Ok((name, study_control::grid_table(&plan), plan.cells.len()));
+        let mut plan = study_control::plan(&file, &text, cfg, catalog)?;
+        let n = plan.cells.len();
+        plan.cells = study_control::shard_cells(&plan, shard)
+            .into_iter()
+            .cloned()
+            .collect();
+        return Ok((name, study_control::grid_table(&plan), n));
     }
     if cfg.study.is_throughput() {
-        let plan = study_throughput::plan(&file, &text, cfg, catalog)?;
-        return Ok((name, study_throughput::grid_table(&plan), plan.cells.len()));
+        let mut plan = study_throughput::plan(&file, &text, cfg, catalog)?;
+        let n = plan.cells.len();
+        plan.cells = study_throughput::run::shard_cells(&plan, shard)
+            .into_iter()
+            .cloned()
+            .collect();
+        return Ok((name, study_throughput::grid_table(&plan), n));
     }
-    let plan = sweep::plan(&file, &text, cfg, catalog)?;
+    let mut plan = sweep::plan(&file, &text, cfg, catalog)?;
     if let config::Study::Gradient(study) = &plan.config.study {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let cells = contactlab_harness::study_gradient::expand(
@@ -306,13 +326,22 @@ fn checked_experiment(path: &Path, catalog: &Catalog) -> anyhow::Result<(String,
             &plan.cells,
             catalog,
         )?;
+        let mine: Vec<_> = contactlab_harness::study_gradient::run::shard_cells(&cells, shard)
+            .into_iter()
+            .cloned()
+            .collect();
         return Ok((
             name,
-            contactlab_harness::study_gradient::grid_table(&cells),
+            contactlab_harness::study_gradient::grid_table(&mine),
             cells.len(),
         ));
     }
-    Ok((name, sweep::grid_table(&plan), plan.cells.len()))
+    let n = plan.cells.len();
+    plan.cells = runner::shard_cells(&plan, shard)
+        .into_iter()
+        .cloned()
+        .collect();
+    Ok((name, sweep::grid_table(&plan), n))
 }
 
 fn cmd_run(a: RunArgs, catalog: &Catalog) -> anyhow::Result<()> {
@@ -541,7 +570,7 @@ fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
             .into());
         }
     }
-    let (experiment, _, cells) = checked_experiment(&a.config, catalog)?;
+    let (experiment, _, cells) = checked_experiment(&a.config, None, catalog)?;
     if a.shards > cells {
         return Err(InputError(format!(
             "--shards {}: the experiment has {cells} cells, so {} array tasks would run nothing; \

@@ -114,10 +114,7 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
     let resolved = to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
-    // This run's cells: the whole grid, or one shard of it (one unit per cell).
-    let mine: Vec<&Cell> = shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
-        c.id.as_str()
-    });
+    let mine = shard_cells(plan, opts.shard.as_ref());
 
     let mut done: BTreeSet<&str> = BTreeSet::new();
     for c in &mine {
@@ -209,6 +206,12 @@ pub fn run(plan: &Plan, catalog: &Catalog, opts: &RunOptions) -> Result<RunSumma
         remaining: mine.len() - rows.len(),
         outputs_error,
     })
+}
+
+/// The cells of `plan` that `shard` runs (all without one), in grid order: one unit per cell
+/// ([`crate::shard`]).
+pub fn shard_cells<'a>(plan: &'a Plan, shard: Option<&Shard>) -> Vec<&'a Cell> {
+    shard::select(shard, plan.cells.iter().collect(), |c| c.id.as_str())
 }
 
 /// A reference trajectory, or why there is none.

@@ -340,6 +340,42 @@ fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
     );
 }
 
+/// `check --shard I/N` previews the cells a shard runs: 4 of the 12, and the three shards'
+/// cell ids are the grid's, once each.
+#[test]
+fn check_previews_a_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("exp.yaml"), EXPERIMENT).unwrap();
+    let ids = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find(|w| w.len() == 16 && w.chars().all(|c| c.is_ascii_hexdigit()))
+                    .map(str::to_string)
+            })
+            .collect()
+    };
+    let whole = contactlab(&["check", "exp.yaml"], tmp.path());
+    let mut all = ids(&whole);
+    assert_eq!(all.len(), 12, "{}", text(&whole));
+    let mut parts = Vec::new();
+    for i in 1..=3 {
+        let o = contactlab(
+            &["check", "exp.yaml", "--shard", &format!("{i}/3")],
+            tmp.path(),
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains(&format!("shard {i}/3: these cells of the grid's 12")));
+        let mine = ids(&o);
+        assert_eq!(mine.len(), 4, "{}", text(&o));
+        parts.extend(mine);
+    }
+    all.sort();
+    parts.sort();
+    assert_eq!(all, parts);
+}
+
 #[test]
 fn a_bad_shard_argument_is_bad_input() {
     let tmp = tempfile::tempdir().unwrap();

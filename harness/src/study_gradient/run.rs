@@ -80,12 +80,7 @@ pub fn run(
         to_yaml(&plan.config).unwrap_or_default().as_bytes(),
     )?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
-    // This run's cells: all, or one shard's, the cells of one problem (which share its
-    // rollouts) being one unit.
-    let mine: Vec<&GradientCell> =
-        crate::shard::select(opts.shard.as_ref(), cells.iter().collect(), |c| {
-            c.problem_key.as_str()
-        });
+    let mine = shard_cells(&cells, opts.shard.as_ref());
     let mut done = std::collections::BTreeSet::new();
     for c in &mine {
         if read_cell(dir, &c.id)?.is_some() {
@@ -171,6 +166,15 @@ pub fn run(
         remaining: mine.len() - rows.len(),
         outputs_error,
     })
+}
+
+/// The cells of `cells` that `shard` runs (all without one), in grid order: the cells of one
+/// problem, which share its rollouts, are one unit ([`crate::shard`]).
+pub fn shard_cells<'a>(
+    cells: &'a [GradientCell],
+    shard: Option<&crate::shard::Shard>,
+) -> Vec<&'a GradientCell> {
+    crate::shard::select(shard, cells.iter().collect(), |c| c.problem_key.as_str())
 }
 
 /// The identity and study columns of a cell's row.

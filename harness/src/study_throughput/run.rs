@@ -66,11 +66,7 @@ pub fn run(
     let resolved = crate::config::to_yaml(&plan.config).unwrap_or_default();
     write_atomic(&dir.join("config.resolved.yaml"), resolved.as_bytes())?;
     let mut manifest = Manifest::describe(&plan.config.name, opts.jobs);
-    // This run's cells: all, or one shard's (one unit per cell).
-    let mine: Vec<&ThroughputCell> =
-        crate::shard::select(opts.shard.as_ref(), plan.cells.iter().collect(), |c| {
-            c.id.as_str()
-        });
+    let mine = shard_cells(plan, opts.shard.as_ref());
     let mut todo = Vec::new();
     for c in &mine {
         if read_cell(dir, &c.id)?.is_none() {
@@ -134,6 +130,15 @@ pub fn run(
         remaining: mine.len() - rows.len(),
         outputs_error,
     })
+}
+
+/// The cells of `plan` that `shard` runs (all without one), in grid order: one unit per cell,
+/// each measured alone ([`crate::shard`]).
+pub fn shard_cells<'a>(
+    plan: &'a ThroughputPlan,
+    shard: Option<&crate::shard::Shard>,
+) -> Vec<&'a ThroughputCell> {
+    crate::shard::select(shard, plan.cells.iter().collect(), |c| c.id.as_str())
 }
 
 /// The progress line's number: the cell's throughput.
