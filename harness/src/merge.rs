@@ -262,8 +262,9 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
     let mut locks = Vec::new();
     let mut read = Vec::new();
     for d in inputs {
-        if !d.is_dir() {
-            return Err(input_error(d, "no such results folder"));
+        if !d.join("manifest.json").is_file() {
+            // Not a results folder: say why without leaving a lock file in it.
+            read_input(d)?;
         }
         locks.push(lock_dir(d)?);
         read.push(read_input(d)?);

@@ -284,6 +284,8 @@ fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
         &["merge", "a", "--out", "out"],
         &["a: not a results folder", "did you mean a/sharded?"],
     );
+    // Nothing was written into the folder that is not a results folder.
+    assert!(!t.join("a/.lock").exists());
     // --out holding a run (not an earlier merge) is not replaced.
     refused(
         &["merge", "a/sharded", "--out", "c/sharded"],
