@@ -240,6 +240,9 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
     let Some(first) = inputs.first() else {
         return Err(input_error(out, "merge needs at least one results folder"));
     };
+    if out.exists() && !out.is_dir() {
+        return Err(input_error(out, "--out is a file, not a folder"));
+    }
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let out_canon = canon(out);
     let mut seen: BTreeMap<PathBuf, &PathBuf> = BTreeMap::new();

@@ -284,6 +284,11 @@ fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
         &["merge", "a", "--out", "out"],
         &["a: not a results folder", "did you mean a/sharded?"],
     );
+    std::fs::write(t.join("afile"), "x").unwrap();
+    refused(
+        &["merge", "a/sharded", "--out", "afile"],
+        &["afile: --out is a file, not a folder"],
+    );
     // Nothing was written into the folder that is not a results folder.
     assert!(!t.join("a/.lock").exists());
     // --out holding a run (not an earlier merge) is not replaced.
