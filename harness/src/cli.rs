@@ -595,21 +595,8 @@ fn cmd_slurm(a: SlurmArgs, catalog: &Catalog) -> anyhow::Result<()> {
     if !binary.is_file() {
         return Err(InputError(format!("--binary {}: no such file", binary.display())).into());
     }
-    // The merge at the end refuses a folder that is neither new nor an earlier merge of this
-    // config: say so now, before any shard runs.
-    let merged = abs(&a.out).join(&experiment);
-    if merged.join("manifest.json").is_file()
-        && contactlab_harness::results::Manifest::read(&merged)
-            .merged
-            .is_empty()
-    {
-        return Err(InputError(format!(
-            "{} holds a run of this experiment, which the final merge would not replace; move \
-             or delete it, or choose another --out",
-            merged.display()
-        ))
-        .into());
-    }
+    // The final merge's own check, now, before any shard runs.
+    contactlab_harness::merge::check_out(&abs(&a.out).join(&experiment), None)?;
     let opts = SlurmOptions {
         experiment: experiment.clone(),
         config: abs(&a.config),

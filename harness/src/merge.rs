@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use crate::config;
 use crate::results::{
-    cell_path, lock_dir, read_frame, remove_stale_temps, write_atomic, Manifest, MergedRun,
-    ResultsError,
+    cell_path, io, lock_dir, read_cell, read_frame, remove_stale_temps, write_atomic, write_cell,
+    Manifest, MergedRun, ResultsError, Row,
 };
 use crate::shard::Shard;
 
@@ -240,9 +240,6 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
     let Some(first) = inputs.first() else {
         return Err(input_error(out, "merge needs at least one results folder"));
     };
-    if out.exists() && !out.is_dir() {
-        return Err(input_error(out, "--out is a file, not a folder"));
-    }
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let out_canon = canon(out);
     let mut seen: BTreeMap<PathBuf, &PathBuf> = BTreeMap::new();
@@ -305,51 +302,18 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
             }
         }
     }
-    // Every row parses before anything is written (a bad file is named where it is).
+    // Every row is read (and parses) before anything is written: a bad file is named where it
+    // is.
+    let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
     for (id, inp) in &source {
-        crate::results::read_cell(&inp.dir, id)?;
+        if let Some(r) = read_cell(&inp.dir, id)? {
+            rows.insert(id, r);
+        }
     }
     let cfg_path = out.join("config.resolved.yaml");
     let cfg = config::parse(&cfg_path, &a.config_text)
         .map_err(|e| input_error(first, format!("config.resolved.yaml does not parse: {e}")))?;
-    // The output folder: a new folder, or an earlier merge of the same experiment.
-    if out.is_dir() && std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
-        let earlier = Manifest::read(out);
-        match std::fs::read_to_string(out.join("config.resolved.yaml")) {
-            Ok(t) if t == a.config_text && !earlier.merged.is_empty() => {}
-            Ok(t) if t == a.config_text => {
-                return Err(input_error(
-                    out,
-                    format!(
-                        "--out holds {} of this experiment, not an earlier merge; merge into a \
-                         new folder (a merge replaces what --out holds)",
-                        if earlier.shard.is_empty() {
-                            "a run".to_string()
-                        } else {
-                            format!("shard {}", earlier.shard)
-                        }
-                    ),
-                ))
-            }
-            Ok(t) => {
-                return Err(MergeError::Conflict {
-                    a: a.dir.clone(),
-                    b: out.to_path_buf(),
-                    what: format!(
-                        "--out holds results of another config (config.resolved.yaml {}); \
-                         choose another --out or delete it",
-                        first_difference(&a.config_text, &t)
-                    ),
-                })
-            }
-            Err(_) => {
-                return Err(input_error(
-                    out,
-                    "--out is a non-empty folder that is not a results folder",
-                ))
-            }
-        }
-    }
+    check_out(out, Some((a.dir.as_path(), a.config_text.as_str())))?;
     let _out_lock = lock_dir(out)?;
     remove_stale_temps(out)?;
     for sub in ["cells", "steps", "figures"] {
@@ -364,8 +328,9 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
     std::fs::create_dir_all(out.join("cells")).map_err(io(out))?;
     let mut missing_logs = Vec::new();
     for (id, inp) in &source {
-        let bytes = std::fs::read(cell_path(&inp.dir, id)).map_err(io(&inp.dir))?;
-        write_atomic(&cell_path(out, id), &bytes)?;
+        if let Some(r) = rows.get(id) {
+            write_cell(out, id, r)?;
+        }
         let log = inp.dir.join("steps").join(format!("{id}.parquet"));
         if log.is_file() {
             let bytes = std::fs::read(&log).map_err(io(&log))?;
@@ -394,8 +359,14 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
         .collect();
     manifest.end = crate::results::now_utc();
     manifest.write(out)?;
-    let (rows, outputs) = match crate::report::rebuild_from_cells(out, &cfg, &manifest.cell_ids) {
-        Ok(r) => r,
+    // The rows in grid order.
+    let ordered: Vec<Row> = manifest
+        .cell_ids
+        .iter()
+        .filter_map(|id| rows.get(id.as_str()).cloned())
+        .collect();
+    let outputs = match crate::report::write_study_outputs(out, &cfg, &ordered) {
+        Ok(o) => o,
         Err(e) => {
             // Not finished: the manifest says so.
             manifest.end.clear();
@@ -419,16 +390,58 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeSummary, MergeError>
     drop(locks);
     Ok(MergeSummary {
         cells_total: manifest.cells_total,
-        rows,
+        rows: ordered.len(),
         missing_shards,
         missing_logs,
         outputs_error: outputs.err(),
     })
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
-    move |source| ResultsError::Io {
-        path: path.to_path_buf(),
-        source,
+/// Whether `out` may receive a merge: a new or empty folder, or an earlier merge (of the
+/// config `config_text` of input folder `first`, when given). `contactlab slurm` asks before
+/// any shard runs, without a config.
+///
+/// # Errors
+/// [`MergeError::Input`] for a file, a folder that is not a results folder, or one that holds a
+/// run or a shard; [`MergeError::Conflict`] for an earlier merge of another config.
+pub fn check_out(out: &Path, first: Option<(&Path, &str)>) -> Result<(), MergeError> {
+    if out.exists() && !out.is_dir() {
+        return Err(input_error(out, "--out is a file, not a folder"));
+    }
+    if !out.is_dir() || std::fs::read_dir(out).map_err(io(out))?.next().is_none() {
+        return Ok(());
+    }
+    let Ok(text) = std::fs::read_to_string(out.join("config.resolved.yaml")) else {
+        return Err(input_error(
+            out,
+            "--out is a non-empty folder that is not a results folder",
+        ));
+    };
+    let earlier = Manifest::read(out);
+    if earlier.merged.is_empty() {
+        return Err(input_error(
+            out,
+            format!(
+                "--out holds {}, not an earlier merge; merge into a new folder (a merge replaces \
+                 what --out holds)",
+                if earlier.shard.is_empty() {
+                    "a run".to_string()
+                } else {
+                    format!("shard {}", earlier.shard)
+                }
+            ),
+        ));
+    }
+    match first {
+        Some((dir, config)) if config != text => Err(MergeError::Conflict {
+            a: dir.to_path_buf(),
+            b: out.to_path_buf(),
+            what: format!(
+                "--out holds a merge of another config (config.resolved.yaml {}); choose \
+                 another --out or delete it",
+                first_difference(config, &text)
+            ),
+        }),
+        _ => Ok(()),
     }
 }

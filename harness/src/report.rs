@@ -638,34 +638,27 @@ pub fn redraw(dir: &Path) -> Result<Vec<PathBuf>, String> {
     write_outputs(dir, &rows, &cfg)
 }
 
-/// Rebuild `runs.parquet` / `runs.csv` of `dir` from its cell files, in the grid order `ids`
-/// (a cell without a file is left out), with the schema of `cfg`'s study, then draw the
-/// figures and write `report.md` (`contactlab merge`). Returns the number of rows and the
-/// outputs' result.
+/// Write `runs.parquet` / `runs.csv` of `dir` from `rows` with the schema of `cfg`'s study,
+/// then draw the figures and write `report.md` as that study does (`contactlab merge`).
 ///
 /// # Errors
-/// A cell file or table that cannot be read or written; a figure or report that cannot be
-/// drawn is the second value's error (the rows are written regardless).
-pub fn rebuild_from_cells(
+/// A table that cannot be written; a figure or report that cannot be drawn is the returned
+/// value's error (the rows are written regardless).
+pub fn write_study_outputs(
     dir: &Path,
     cfg: &ExperimentConfig,
-    ids: &[String],
-) -> Result<(usize, Result<Vec<PathBuf>, String>), crate::results::ResultsError> {
-    let mut rows = Vec::new();
-    for id in ids {
-        rows.extend(read_cell(dir, id)?);
-    }
-    let outputs = if cfg.study.is_control_synthesis() {
-        crate::results::write_runs_with(dir, &rows, crate::study_control::COLUMNS)?;
-        crate::study_control::write_outputs(dir, &rows, cfg)
+    rows: &[Row],
+) -> Result<Result<Vec<PathBuf>, String>, crate::results::ResultsError> {
+    Ok(if cfg.study.is_control_synthesis() {
+        crate::results::write_runs_with(dir, rows, crate::study_control::COLUMNS)?;
+        crate::study_control::write_outputs(dir, rows, cfg)
     } else if cfg.study.is_throughput() {
-        crate::results::write_runs_with(dir, &rows, crate::study_throughput::COLUMNS)?;
-        crate::study_throughput::report::write_outputs(dir, &rows, cfg)
+        crate::results::write_runs_with(dir, rows, crate::study_throughput::COLUMNS)?;
+        crate::study_throughput::report::write_outputs(dir, rows, cfg)
     } else {
-        write_runs(dir, &rows)?;
-        write_outputs(dir, &rows, cfg)
-    };
-    Ok((rows.len(), outputs))
+        write_runs(dir, rows)?;
+        write_outputs(dir, rows, cfg)
+    })
 }
 
 /// Draw figures and write `report.md` for `rows`; returns the paths written.

@@ -268,7 +268,8 @@ pub enum ResultsError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
+/// Map an I/O error on `path` to [`ResultsError::Io`] naming it.
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
     move |source| ResultsError::Io {
         path: path.to_path_buf(),
         source,
@@ -792,6 +793,15 @@ impl Manifest {
             }
         }
         s
+    }
+
+    /// [`Self::grid_note`] as a report section of its own, "Where the rows come from" (empty
+    /// for a whole run): for the study reports that have no provenance list.
+    pub fn grid_section(&self) -> String {
+        match self.grid_note() {
+            n if n.is_empty() => n,
+            n => format!("\n## Where the rows come from\n\n{n}"),
+        }
     }
 
     /// Write `manifest.json` in `dir`.

@@ -1422,10 +1422,7 @@ pub fn write_outputs(
         Err(e) => (Vec::new(), Some(format!("figures not drawn: {e}"))),
     };
     let mut text = render(rows, cfg, &written);
-    let note = crate::results::Manifest::read(dir).grid_note();
-    if !note.is_empty() {
-        text += &format!("\n## Where the rows come from\n\n{note}");
-    }
+    text += &crate::results::Manifest::read(dir).grid_section();
     if let Some(e) = &fig_err {
         let _ = writeln!(text, "\n**Figures are missing**: {e}");
     }

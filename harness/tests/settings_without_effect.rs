@@ -4,22 +4,14 @@
 //! * model features a formulation does not model are in the row (`ignored_features`), in
 //!   report.md (one section per scene and formulation) and in `simulate`'s summary line.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use contactlab_harness::catalog::Catalog;
 use contactlab_harness::config;
 use contactlab_harness::results::read_runs;
 use contactlab_harness::runner::{run, RunOptions};
 use contactlab_harness::sweep::plan;
 
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::contactlab_builtin as contactlab;
 
 /// Two hinged links joined by a connect equality (penalty does not model equalities; the
 /// others do), the first hinge with friction loss (ncp_fb does not model it).

@@ -33,13 +33,8 @@ const TIMING: &[&str] = &[
     "threads",
 ];
 
-fn contactlab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contactlab"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::contactlab_builtin as contactlab;
 
 fn text(o: &Output) -> String {
     format!(
@@ -294,10 +289,7 @@ fn merges_of_folders_that_are_not_shards_of_one_run_are_refused() {
     // --out holding a run (not an earlier merge) is not replaced.
     refused(
         &["merge", "a/sharded", "--out", "c/sharded"],
-        &[
-            "c/sharded",
-            "holds shard 1/3 of this experiment, not an earlier merge",
-        ],
+        &["c/sharded", "--out holds shard 1/3, not an earlier merge"],
     );
     // A shard run into a folder that holds another shard is refused (its rows would be
     // replaced), --fresh or not.
@@ -487,6 +479,36 @@ fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merg
         .lines()
         .skip(first_command)
         .all(|l| !l.starts_with("#SBATCH")));
+
+    // A merge destination that holds a run (not an earlier merge): refused before any shard
+    // runs, as the final merge would refuse it.
+    std::fs::create_dir_all(t.join("held/sharded")).unwrap();
+    std::fs::write(
+        t.join("held/sharded/config.resolved.yaml"),
+        "name: sharded\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("held/sharded/manifest.json"), "{}").unwrap();
+    let o = contactlab(
+        &[
+            "slurm",
+            "exp.yaml",
+            "--shards",
+            "2",
+            "--out",
+            "held",
+            "--scripts",
+            "bad",
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("held/sharded: --out holds a run, not an earlier merge"),
+        "{}",
+        text(&o)
+    );
+    assert!(!t.join("bad").exists());
 
     // Bad input: exit 2, nothing written.
     for (args, needle) in [

@@ -489,10 +489,7 @@ pub fn write_outputs(
         }
     }
     let mut text = render(rows, cfg, &written);
-    let note = crate::results::Manifest::read(dir).grid_note();
-    if !note.is_empty() {
-        text += &format!("\n## Where the rows come from\n\n{note}");
-    }
+    text += &crate::results::Manifest::read(dir).grid_section();
     if let Some(e) = &figure_error {
         let _ = writeln!(text, "\n**Figures are missing**: {e}");
     }

@@ -427,10 +427,7 @@ pub fn write_outputs(
     };
     let manifest = Manifest::read(dir);
     let mut text = render(rows, cfg, &manifest, &written);
-    let note = manifest.grid_note();
-    if !note.is_empty() {
-        let _ = write!(text, "\n## Where the rows come from\n\n{note}");
-    }
+    text += &manifest.grid_section();
     if let Some(e) = &fig_err {
         let _ = writeln!(text, "\n**Figures are missing**: {e}");
     }

@@ -30,6 +30,16 @@ pub fn contactlab(args: &[&str], cwd: &Path) -> Output {
         .unwrap()
 }
 
+/// Run the binary with `args` in `cwd` with the built-in catalog only (no test fakes).
+pub fn contactlab_builtin(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_contactlab"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("CONTACTLAB_TESTKIT")
+        .output()
+        .unwrap()
+}
+
 /// Start the binary with `args` in `cwd` in the background (test fakes registered, output
 /// discarded), for tests that act on a run while it is going.
 pub fn spawn_contactlab(args: &[&str], cwd: &Path) -> Child {
