@@ -103,3 +103,72 @@ fn batched_adam_lowers_every_instance_objective() {
         );
     }
 }
+
+/// The reverse sweep's pieces (one tape per solver iteration, `sweep::StepTape::Pieces`)
+/// against one tape over each whole step (`StepTape::Whole`): the same chain rule taken in
+/// pieces, so the same adjoints to round-off, for soft_convex (Newton, warm starts, wheel–box
+/// contacts) and signorini (friction discs), with generic seeds on every final coordinate.
+#[test]
+fn per_iteration_pieces_equal_the_whole_step_tape() {
+    use contactlab_scenarios::control_synthesis_batched::soft_batch;
+    use contactlab_solvers::batched::soft::sweep::{backward_with, forward, StepTape};
+    let problems: Vec<ControlProblem> = [1, 3, 7].into_iter().map(problem).collect();
+    let w = problems.len();
+    let (nu, h) = (problems[0].nu(), problems[0].h);
+    // Wheel–ground rows in every step: every step runs the Newton solver.
+    let steps = 30;
+    let initial: Vec<_> = problems.iter().map(|p| p.initial.clone()).collect();
+    let per_world: Vec<Vec<Vec<f64>>> = problems
+        .iter()
+        .map(|p| p.controls(&p.initial_knots(0.35)))
+        .collect();
+    let controls: Vec<Vec<Vec<f64>>> = (0..steps)
+        .map(|i| {
+            (0..nu)
+                .map(|a| per_world.iter().map(|c| c[i][a]).collect())
+                .collect()
+        })
+        .collect();
+    for name in ["soft_convex", "signorini"] {
+        let batch = soft_batch(&choice(name), &problems[0].model).unwrap();
+        let fwd = forward(&batch, &initial, &controls, h);
+        assert!(fwd.stopped.iter().all(Option::is_none), "{:?}", fwd.stopped);
+        let (nq, nv) = (problems[0].model.nq, problems[0].model.nv);
+        // Generic seeds: every coordinate of every world, different weights.
+        let seed = |n: usize, o: f64| -> Vec<Vec<f64>> {
+            (0..n)
+                .map(|j| (0..w).map(|k| ((j * 7 + k * 3) as f64 + o).sin()).collect())
+                .collect()
+        };
+        let run = |tape| {
+            backward_with(
+                &batch,
+                &fwd,
+                &controls,
+                h,
+                seed(nq, 0.3),
+                seed(nv, 1.1),
+                tape,
+            )
+        };
+        let (a, b) = (run(StepTape::Pieces), run(StepTape::Whole));
+        let flat = |x: &contactlab_solvers::batched::soft::sweep::Adjoints| -> Vec<f64> {
+            x.q0.iter()
+                .chain(&x.v0)
+                .chain(x.controls.iter().flatten())
+                .flatten()
+                .copied()
+                .collect()
+        };
+        let (fa, fb) = (flat(&a), flat(&b));
+        assert!(fa.iter().all(|x| x.is_finite()));
+        let scale = fb.iter().fold(0.0_f64, |m, x| m.max(x.abs()));
+        let err = fa
+            .iter()
+            .zip(&fb)
+            .fold(0.0_f64, |m, (x, y)| m.max((x - y).abs()));
+        println!("{name}: max |pieces − whole step| {err:.3e} of max |adjoint| {scale:.3e}");
+        assert!(scale > 1e-3, "{name}: the seeds reach the controls");
+        assert!(err <= 1e-10 * scale, "{name}: {err:e} of {scale:e}");
+    }
+}

@@ -30,6 +30,7 @@
 //! same-shape ops cost the same per element, broadcasting ones ~7× more, `stack` and
 //! `gather` ~100× more.
 
+pub mod carry;
 pub mod collision;
 pub mod dynamics;
 pub mod height_field;

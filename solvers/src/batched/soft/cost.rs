@@ -70,7 +70,23 @@ pub struct Row<B: Backend> {
     pub mu: S<B>,
 }
 
+impl<B: Backend> crate::batched::carry::Carry<B> for Row<B> {
+    type On<C: Backend> = Row<C>;
+    fn map<C: Backend>(&self, f: &mut dyn crate::batched::carry::Mapper<B, C>) -> Row<C> {
+        Row {
+            jac: self.jac.iter().map(|x| f.s(x)).collect(),
+            d: f.s(&self.d),
+            r: f.s(&self.r),
+            aref: f.s(&self.aref),
+            active: f.m(&self.active),
+            kind: self.kind,
+            mu: f.s(&self.mu),
+        }
+    }
+}
+
 /// The constraint cost at one `jar`, per world.
+#[derive(Clone)]
 pub struct Eval<B: Backend> {
     /// Row forces `f = −∂s/∂jar` (nrow).
     pub force: Vec<S<B>>,

@@ -26,6 +26,7 @@
 //! with a message naming the parameter.
 
 pub mod cost;
+pub mod pieces;
 pub mod rows;
 pub mod solver;
 pub mod stepper;
@@ -35,6 +36,7 @@ pub use stepper::BatchedSoft;
 
 use burn_tensor::backend::Backend;
 
+use super::carry::{Carry, Mapper};
 use super::collision::{all_candidates, Candidate, Outside};
 use super::dynamics::{
     cholesky_apply, cholesky_factor, cholesky_solve, integrate_positions, mass_matrix, smooth,
@@ -218,19 +220,78 @@ fn signorini_rows<B: Backend>(rows: &mut Rows<B>, impratio: f64) {
     }
 }
 
-/// One step of every world: positions `q` `(nq)`, velocities `v` `(nv)`, controls `u` `(nu)`,
-/// the previous step's accelerations `warm` (`None` on the first step), timestep `h` (s).
-/// Pure: differentiable end to end on an autodiff backend.
-pub fn step<B: Backend>(
+/// The problem of one step's solve, owned ([`solver::Problem`] borrows it), per world.
+#[derive(Clone)]
+pub struct ProblemData<B: Backend> {
+    /// Mass matrix `(nv × nv)`, both halves.
+    pub mass: Vec<Vec<S<B>>>,
+    /// Its Cholesky factor (lower).
+    pub mass_l: Vec<Vec<S<B>>>,
+    /// Smooth force f_s `(nv)`.
+    pub f_s: Vec<S<B>>,
+    /// Unconstrained acceleration a0 = M⁻¹ f_s `(nv)`.
+    pub a0: Vec<S<B>>,
+    /// The row slots.
+    pub rows: Vec<cost::Row<B>>,
+    /// Island scale 1/Σ M_ii (1 in a step where no world has a row: unused there).
+    pub scale: S<B>,
+}
+
+impl<B: Backend> ProblemData<B> {
+    /// The solver's view, with Genesis' signorini resolution or MuJoCo's convex model.
+    pub fn problem(&self, signorini: bool) -> Problem<'_, B> {
+        Problem {
+            mass: &self.mass,
+            mass_l: &self.mass_l,
+            f_s: &self.f_s,
+            a0: &self.a0,
+            rows: &self.rows,
+            scale: self.scale.clone(),
+            signorini,
+        }
+    }
+}
+
+impl<B: Backend> Carry<B> for ProblemData<B> {
+    type On<C: Backend> = ProblemData<C>;
+    fn map<C: Backend>(&self, f: &mut dyn Mapper<B, C>) -> ProblemData<C> {
+        ProblemData {
+            mass: self.mass.map(f),
+            mass_l: self.mass_l.map(f),
+            f_s: self.f_s.map(f),
+            a0: self.a0.map(f),
+            rows: self.rows.map(f),
+            scale: f.s(&self.scale),
+        }
+    }
+}
+
+/// A step up to its solve (items 1–3 of the module doc, before the iterations).
+pub struct Setup<B: Backend> {
+    /// The solve's problem.
+    pub data: ProblemData<B>,
+    /// The contact slots of the rows.
+    pub contacts: Vec<rows::ContactSlot<B>>,
+    /// Whether any row is active in each world (the worlds that solve).
+    pub live: M<B>,
+    /// The solver's start: the warm start where taken, else a0.
+    pub start: Vec<S<B>>,
+    /// The worlds where a pair left the batched closed forms ([`Outside`]).
+    pub outside: Vec<Outside<B>>,
+}
+
+/// Items 1–3 of the module doc up to the solver's start, for positions `q` `(nq)`,
+/// velocities `v` `(nv)`, controls `u` `(nu)`, the previous step's accelerations `warm`, timestep
+/// `h` (s).
+pub fn setup<B: Backend>(
     b: &SoftBatch,
     q: &[S<B>],
     v: &[S<B>],
     u: &[S<B>],
     warm: Option<&[S<B>]>,
     h: f64,
-) -> StepOut<B> {
+) -> Setup<B> {
     let model = &b.model;
-    let nv = model.nv;
     let (k, inertia, f_s) = smooth(model, q, v, u);
     let mass = mass_matrix(model, &k, &inertia);
     let mass_l = cholesky_factor(&mass);
@@ -261,90 +322,161 @@ pub fn step<B: Backend>(
         signorini_rows(&mut rows, b.impratio);
     }
     let live = rows.any.clone();
-    let (qacc, force, iterations, gradient, converged) = if matches!(live, M::C(false)) {
-        let n = rows.rows.len();
+    let Rows { rows, contacts, .. } = rows;
+    if matches!(live, M::C(false)) {
+        let start = a0.clone();
+        return Setup {
+            data: ProblemData {
+                mass,
+                mass_l,
+                f_s,
+                a0,
+                rows,
+                scale: S::C(1.0),
+            },
+            contacts,
+            live,
+            start,
+            outside,
+        };
+    }
+    let scale = rows::island_scale(model, &mass, &rows);
+    let data = ProblemData {
+        mass,
+        mass_l,
+        f_s,
+        a0,
+        rows,
+        scale,
+    };
+    let problem = data.problem(b.signorini);
+    let a0 = &data.a0;
+    let start = match warm {
+        Some(w) if b.warmstart => {
+            // As the cpu engine: a warm start with a non-finite entry is not used
+            // (x − x is 0 exactly for finite x, NaN for ±∞ and NaN).
+            let finite = w
+                .iter()
+                .fold(M::C(true), |ok, x| ok.and(&(x - x).eq_c(0.0)));
+            // Genesis' signorini always starts from it; MuJoCo where it is cheaper than a0.
+            let take = if b.signorini {
+                finite
+            } else {
+                finite.and(&problem.cost(w).gt(&problem.cost(a0)).not())
+            };
+            w.iter().zip(a0).map(|(w, a)| take.select(w, a)).collect()
+        }
+        _ => a0.clone(),
+    };
+    Setup {
+        data,
+        contacts,
+        live,
+        start,
+        outside,
+    }
+}
+
+/// A step's solver result, per world: accelerations `(nv)`, row forces `(nrow)`, iterations,
+/// final scaled gradient norm, whether a stopping test was met.
+pub type Solved<B> = (Vec<S<B>>, Vec<S<B>>, S<B>, S<B>, M<B>);
+
+/// The solution in the worlds `live`; worlds without rows take `a0` with zero forces and count
+/// as converged, as the cpu engine skips the solve there.
+pub fn masked<B: Backend>(live: &M<B>, sol: solver::Solution<B>, a0: &[S<B>]) -> Solved<B> {
+    let qacc: Vec<S<B>> = sol
+        .qacc
+        .iter()
+        .zip(a0)
+        .map(|(x, a)| live.select(x, a))
+        .collect();
+    let force = sol
+        .force
+        .iter()
+        .map(|f| live.select(f, &S::zero()))
+        .collect();
+    (
+        qacc,
+        force,
+        sol.iterations,
+        live.select(&sol.gradient, &S::zero()),
+        sol.converged.or(&live.not()),
+    )
+}
+
+/// Item 4 of the module doc: the positions and velocities after the step from `(q, v)`, the
+/// step's problem, its accelerations `qacc` and row forces `force`.
+pub fn integrate<B: Backend>(
+    b: &SoftBatch,
+    q: &[S<B>],
+    v: &[S<B>],
+    data: &ProblemData<B>,
+    qacc: &[S<B>],
+    force: &[S<B>],
+    h: f64,
+) -> (Vec<S<B>>, Vec<S<B>>) {
+    let nv = b.model.nv;
+    // Semi-implicit Euler, with implicit joint damping when any joint is damped (eulerdamp)
+    // and the servos' velocity derivative under implicitfast (`SoftBatch::update_damping`).
+    let a_int = if b.implicit_update {
+        let mut mh = data.mass.clone();
+        for (d, row) in mh.iter_mut().enumerate() {
+            row[d] = &row[d] + b.update_damping[d] * h;
+        }
+        let rhs: Vec<S<B>> = (0..nv)
+            .map(|d| &data.f_s[d] + &seq_dot(data.rows.iter().map(|r| &r.jac[d]), force.iter()))
+            .collect();
+        cholesky_solve(&mh, &rhs)
+    } else {
+        qacc.to_vec()
+    };
+    let v_new: Vec<S<B>> = v.iter().zip(&a_int).map(|(v, a)| v + &(a * h)).collect();
+    let mut q_new = q.to_vec();
+    integrate_positions(&b.model, &mut q_new, &v_new, h);
+    (q_new, v_new)
+}
+
+/// One step of every world: positions `q` `(nq)`, velocities `v` `(nv)`, controls `u` `(nu)`,
+/// the previous step's accelerations `warm` (`None` on the first step), timestep `h` (s):
+/// [`setup`], [`solver::solve`], [`integrate`]. Pure: differentiable end to end on an autodiff
+/// backend.
+pub fn step<B: Backend>(
+    b: &SoftBatch,
+    q: &[S<B>],
+    v: &[S<B>],
+    u: &[S<B>],
+    warm: Option<&[S<B>]>,
+    h: f64,
+) -> StepOut<B> {
+    let s = setup(b, q, v, u, warm, h);
+    let (qacc, force, iterations, gradient, converged) = if matches!(s.live, M::C(false)) {
+        let n = s.data.rows.len();
         (
-            a0.clone(),
+            s.data.a0.clone(),
             vec![S::zero(); n],
             S::zero(),
             S::zero(),
             M::C(true),
         )
     } else {
-        let scale = rows::island_scale(model, &mass, &rows.rows);
-        let problem = Problem {
-            mass: &mass,
-            mass_l: &mass_l,
-            f_s: &f_s,
-            a0: &a0,
-            rows: &rows.rows,
-            scale,
-            signorini: b.signorini,
-        };
-        let start = match warm {
-            Some(w) if b.warmstart => {
-                // As the cpu engine: a warm start with a non-finite entry is not used
-                // (x − x is 0 exactly for finite x, NaN for ±∞ and NaN).
-                let finite = w
-                    .iter()
-                    .fold(M::C(true), |ok, x| ok.and(&(x - x).eq_c(0.0)));
-                // Genesis' signorini always starts from it; MuJoCo where it is cheaper than a0.
-                let take = if b.signorini {
-                    finite
-                } else {
-                    finite.and(&problem.cost(w).gt(&problem.cost(&a0)).not())
-                };
-                w.iter().zip(&a0).map(|(w, a)| take.select(w, a)).collect()
-            }
-            _ => a0.clone(),
-        };
-        let sol = solver::solve(&problem, start, &live, &b.solver);
-        let qacc: Vec<S<B>> = sol
-            .qacc
-            .iter()
-            .zip(&a0)
-            .map(|(x, a)| live.select(x, a))
-            .collect();
-        let force = sol
-            .force
-            .iter()
-            .map(|f| live.select(f, &S::zero()))
-            .collect();
-        (
-            qacc,
-            force,
-            sol.iterations,
-            live.select(&sol.gradient, &S::zero()),
-            sol.converged.or(&live.not()),
-        )
+        let problem = s.data.problem(b.signorini);
+        let sol = solver::solve(&problem, s.start, &s.live, &b.solver);
+        masked(&s.live, sol, &s.data.a0)
     };
-
-    // Semi-implicit Euler, with implicit joint damping when any joint is damped (eulerdamp)
-    // and the servos' velocity derivative under implicitfast (`SoftBatch::update_damping`).
-    let a_int = if b.implicit_update {
-        let mut mh = mass.clone();
-        for (d, row) in mh.iter_mut().enumerate() {
-            row[d] = &row[d] + b.update_damping[d] * h;
-        }
-        let rhs: Vec<S<B>> = (0..nv)
-            .map(|d| &f_s[d] + &seq_dot(rows.rows.iter().map(|r| &r.jac[d]), force.iter()))
-            .collect();
-        cholesky_solve(&mh, &rhs)
-    } else {
-        qacc.clone()
-    };
-    let v_new: Vec<S<B>> = v.iter().zip(&a_int).map(|(v, a)| v + &(a * h)).collect();
-    let mut q_new = q.to_vec();
-    integrate_positions(model, &mut q_new, &v_new, h);
+    let (q_new, v_new) = integrate(b, q, v, &s.data, &qacc, &force, h);
     StepOut {
         q: q_new,
         v: v_new,
         qacc,
-        rows,
+        rows: Rows {
+            rows: s.data.rows,
+            contacts: s.contacts,
+            any: s.live,
+        },
         force,
         iterations,
         gradient,
         converged,
-        outside,
+        outside: s.outside,
     }
 }

@@ -18,6 +18,7 @@
 use burn_tensor::backend::Backend;
 
 use super::cost::{evaluate, safe_sqrt, Eval, Kind, LineCost, LinePoint, Row};
+use crate::batched::carry::{Carry, Mapper};
 use crate::batched::dynamics::{cholesky_apply, cholesky_factor_checked, dot_dynamic};
 use crate::batched::scalar::{M, S};
 use crate::soft_convex::impedance::MINVAL;
@@ -92,6 +93,7 @@ fn sel_vec<B: Backend>(m: &M<B>, a: &[S<B>], b: &[S<B>]) -> Vec<S<B>> {
     a.iter().zip(b).map(|(x, y)| m.select(x, y)).collect()
 }
 
+#[derive(Clone)]
 struct Iterate<B: Backend> {
     radius: Vec<S<B>>,
     a: Vec<S<B>>,
@@ -200,6 +202,29 @@ impl<B: Backend> Problem<'_, B> {
     fn gnorm(&self, it: &Iterate<B>) -> S<B> {
         &self.scale * &dot(&it.grad, &it.grad).sqrt()
     }
+
+    /// `M⁻¹ g`.
+    fn minv(&self, g: &[S<B>]) -> Vec<S<B>> {
+        cholesky_apply(self.mass_l, g)
+    }
+
+    /// The preconditioned gradient: Newton's `H⁻¹ g` (where the Hessian's Cholesky fails, a
+    /// pivot ≤ 0 or NaN through round-off, `M⁻¹ g`, as the cpu solver), CG's `M⁻¹ g`.
+    fn precond(&self, it: &Iterate<B>, newton: bool) -> Vec<S<B>> {
+        if newton {
+            let h = self.hessian(it);
+            let (l, ok) = cholesky_factor_checked(&h);
+            let x = cholesky_apply(&l, &it.grad);
+            // One readback: the fallback's operations only in a step where some world needs it.
+            if !ok.not().any_true() {
+                x
+            } else {
+                sel_vec(&ok, &x, &self.minv(&it.grad))
+            }
+        } else {
+            self.minv(&it.grad)
+        }
+    }
 }
 
 /// Per-world selection of a whole iterate.
@@ -230,39 +255,78 @@ fn select_iterate<B: Backend>(m: &M<B>, a: Iterate<B>, b: Iterate<B>) -> Iterate
     }
 }
 
-/// Solve from `start` (after the warm-start choice) in the worlds `live` (the others return
-/// their start untouched and count as converged).
-pub fn solve<B: Backend>(
+/// The solver between two iterations: what one [`advance`] reads and returns. The batched
+/// reverse sweep cuts each step's tape here ([`super::pieces`]), so every field that carries a
+/// derivative is visited by its [`Carry`] impl.
+#[derive(Clone)]
+pub struct SolverState<B: Backend> {
+    it: Iterate<B>,
+    mgrad: Vec<S<B>>,
+    search: Vec<S<B>>,
+    active: M<B>,
+    converged: M<B>,
+    iterations: S<B>,
+}
+
+impl<B: Backend> Carry<B> for SolverState<B> {
+    type On<C: Backend> = SolverState<C>;
+    fn map<C: Backend>(&self, f: &mut dyn Mapper<B, C>) -> SolverState<C> {
+        let e = &self.it.eval;
+        let it = Iterate {
+            radius: self.it.radius.map(f),
+            a: self.it.a.map(f),
+            ma: self.it.ma.map(f),
+            jar: self.it.jar.map(f),
+            eval: Eval {
+                force: e.force.map(f),
+                quad: e.quad.map(f),
+                cost: f.s(&e.cost),
+                cones: e
+                    .cones
+                    .iter()
+                    .map(|(first, h)| (*first, h.map(f)))
+                    .collect(),
+            },
+            cost: f.s(&self.it.cost),
+            grad: self.it.grad.map(f),
+        };
+        SolverState {
+            it,
+            mgrad: self.mgrad.map(f),
+            search: self.search.map(f),
+            active: f.m(&self.active),
+            converged: f.m(&self.converged),
+            iterations: f.s(&self.iterations),
+        }
+    }
+}
+
+/// What one [`advance`] did.
+pub enum Advance<B: Backend> {
+    /// No world was left to iterate (early exit): the state is unchanged and the loop ends.
+    Stopped(SolverState<B>),
+    /// The line search found no step in any world still running: masks updated, the loop ends.
+    Last(SolverState<B>),
+    /// One iteration done.
+    Next(SolverState<B>),
+}
+
+/// The state before the first iteration from `start` (after the warm-start choice), in the
+/// worlds `live` (the others keep their start and count as converged): MuJoCo 3.11's
+/// certificate test at the start, the first preconditioned gradient and search direction.
+pub fn begin<B: Backend>(
     p: &Problem<'_, B>,
     start: Vec<S<B>>,
     live: &M<B>,
     s: &Settings,
-) -> Solution<B> {
+) -> SolverState<B> {
     let newton = s.newton;
-    let minv = |g: &[S<B>]| cholesky_apply(p.mass_l, g);
-    let precond = |it: &Iterate<B>| -> Vec<S<B>> {
-        if newton {
-            // As the cpu solver: M⁻¹ g where the Hessian's Cholesky fails (a pivot ≤ 0 or NaN
-            // through round-off).
-            let h = p.hessian(it);
-            let (l, ok) = cholesky_factor_checked(&h);
-            let x = cholesky_apply(&l, &it.grad);
-            // One readback: the fallback's operations only in a step where some world needs it.
-            if !ok.not().any_true() {
-                x
-            } else {
-                sel_vec(&ok, &x, &minv(&it.grad))
-            }
-        } else {
-            minv(&it.grad)
-        }
-    };
     let tol = S::C(s.tolerance);
     let mut it = p.iterate(start, newton);
     // Certificate (MuJoCo 3.11+): the start is already optimal. (Signorini: its own exit test.)
     let mut converged = live.not();
     if !p.signorini {
-        let mg = minv(&it.grad);
+        let mg = p.minv(&it.grad);
         let dec = (&(&p.scale * 0.5) * &dot(&it.grad, &mg)).max_c(0.0);
         let mut ok = dec.lt(&tol);
         if newton {
@@ -270,101 +334,172 @@ pub fn solve<B: Backend>(
         }
         converged = converged.or(&ok);
     }
-    let mut mgrad = precond(&it);
+    let mgrad = p.precond(&it, newton);
     if newton {
         let dec = &(&p.scale * 0.5) * &dot(&it.grad, &mgrad);
         converged = converged.or(&p.gnorm(&it).lt(&tol).and(&dec.lt(&tol)));
     }
-    let mut active = converged.not();
-    let mut search: Vec<S<B>> = mgrad.iter().map(|x| -x).collect();
-    let mut iterations = S::zero();
-    let exit = s.early_exit && !s.static_iterations;
-    for _ in 0..s.iterations {
-        if exit && !active.any_true() {
-            break;
-        }
-        let snorm = dot(&search, &search).sqrt();
-        active = active.and(&snorm.ge(&S::C(MINVAL)));
-        let ms = p.mat_vec(&search);
-        let js: Vec<S<B>> = p.rows.iter().map(|r| seq_dot(&r.jac, &search)).collect();
-        let resid: Vec<S<B>> = it.ma.iter().zip(p.f_s).map(|(x, f)| x - f).collect();
-        let line = LineCost {
-            rows: p.rows,
-            radius: &it.radius,
-            jar: &it.jar,
-            js: &js,
-            q1: dot(&search, &resid),
-            q2: dot(&search, &ms) * 0.5,
-        };
-        let gtol = &(&snorm * (s.tolerance * s.ls_tolerance)) / &p.scale;
-        let alpha = line_search(&line, &gtol, s.ls_iterations, &active, s.early_exit);
-        active = active.and(&alpha.eq_c(0.0).not());
-        if exit && !active.any_true() {
-            break;
-        }
-        let old_cost = it.cost.clone();
-        let old_grad = it.grad.clone();
-        let old_mgrad = mgrad.clone();
-        let a_new: Vec<S<B>> =
-            it.a.iter()
-                .zip(&search)
-                .map(|(a, d)| a + &(&alpha * d))
-                .collect();
-        let next = p.iterate(a_new, newton);
-        let mgrad_next = precond(&next);
-        let improvement = &p.scale * &(&old_cost - &next.cost);
-        let gradient = p.gnorm(&next);
-        let decrement = (&(&p.scale * 0.5) * &dot(&next.grad, &mgrad_next)).max_c(0.0);
-        let stop = if p.signorini {
-            gradient.lt(&tol).and(&decrement.lt(&tol))
-        } else {
-            let mut stop = improvement
-                .gt(&S::zero())
-                .and(&improvement.lt(&tol))
-                .or(&gradient.lt(&tol));
-            if newton {
-                stop = stop.or(&decrement.lt(&tol));
-            }
-            stop
-        };
-        it = select_iterate(&active, next, it);
-        mgrad = sel_vec(&active, &mgrad_next, &mgrad);
-        iterations = iterations + active.indicator();
-        converged = converged.or(&active.and(&stop));
-        active = active.and(&stop.not());
-        search = if newton {
-            mgrad.iter().map(|x| -x).collect()
-        } else {
-            // Hager–Zhang β with the previous direction (MuJoCo ≥ 3.10).
-            let y: Vec<S<B>> = it.grad.iter().zip(&old_grad).map(|(a, b)| a - b).collect();
-            let my: Vec<S<B>> = mgrad.iter().zip(&old_mgrad).map(|(a, b)| a - b).collect();
-            let sy = dot(&search, &y);
-            let small = sy.lt(&S::C(MINVAL));
-            let sy_s = small.select(&S::C(1.0), &sy);
-            let hz = &(&dot(&y, &mgrad)
-                - &(&(&(&dot(&y, &my) / &sy_s) * 2.0) * &dot(&search, &it.grad)))
-                / &sy_s;
-            // Norms that carry derivatives: √ with a finite derivative at 0 (a world without
-            // rows can have an exactly zero gradient).
-            let gn = safe_sqrt(&dot(&it.grad, &it.grad)).0;
-            let sn = safe_sqrt(&dot(&search, &search)).0;
-            let eta = S::C(-1.0) / &(&sn * &gn.min_c(0.01)).max_c(MINVAL);
-            let beta = small.select(&S::zero(), &hz.max(&eta));
-            mgrad
-                .iter()
-                .zip(&search)
-                .map(|(g, d)| &(-g) + &(&beta * d))
-                .collect()
-        };
-    }
-    let gradient = p.gnorm(&it);
-    Solution {
-        qacc: it.a,
-        force: it.eval.force,
-        iterations,
-        gradient,
+    // The cone Hessians served the preconditioner; no later iteration reads them.
+    it.eval.cones.clear();
+    let active = converged.not();
+    let search: Vec<S<B>> = mgrad.iter().map(|x| -x).collect();
+    SolverState {
+        it,
+        mgrad,
+        search,
+        active,
         converged,
+        iterations: S::zero(),
     }
+}
+
+/// One iteration of MuJoCo's primal solver (`mj_solPrimal`'s loop body): the exact line search
+/// along the current direction, the new iterate, the stopping tests and the next direction
+/// (Newton's, or CG's Hager–Zhang update), each world masked.
+pub fn advance<B: Backend>(p: &Problem<'_, B>, st: SolverState<B>, s: &Settings) -> Advance<B> {
+    let newton = s.newton;
+    let tol = S::C(s.tolerance);
+    let exit = s.early_exit && !s.static_iterations;
+    let SolverState {
+        it,
+        mgrad,
+        search,
+        mut active,
+        mut converged,
+        mut iterations,
+    } = st;
+    if exit && !active.any_true() {
+        return Advance::Stopped(SolverState {
+            it,
+            mgrad,
+            search,
+            active,
+            converged,
+            iterations,
+        });
+    }
+    let snorm = dot(&search, &search).sqrt();
+    active = active.and(&snorm.ge(&S::C(MINVAL)));
+    let ms = p.mat_vec(&search);
+    let js: Vec<S<B>> = p.rows.iter().map(|r| seq_dot(&r.jac, &search)).collect();
+    let resid: Vec<S<B>> = it.ma.iter().zip(p.f_s).map(|(x, f)| x - f).collect();
+    let line = LineCost {
+        rows: p.rows,
+        radius: &it.radius,
+        jar: &it.jar,
+        js: &js,
+        q1: dot(&search, &resid),
+        q2: dot(&search, &ms) * 0.5,
+    };
+    let gtol = &(&snorm * (s.tolerance * s.ls_tolerance)) / &p.scale;
+    let alpha = line_search(&line, &gtol, s.ls_iterations, &active, s.early_exit);
+    active = active.and(&alpha.eq_c(0.0).not());
+    if exit && !active.any_true() {
+        return Advance::Last(SolverState {
+            it,
+            mgrad,
+            search,
+            active,
+            converged,
+            iterations,
+        });
+    }
+    let old_cost = it.cost.clone();
+    let old_grad = it.grad.clone();
+    let old_mgrad = mgrad.clone();
+    let a_new: Vec<S<B>> =
+        it.a.iter()
+            .zip(&search)
+            .map(|(a, d)| a + &(&alpha * d))
+            .collect();
+    let next = p.iterate(a_new, newton);
+    let mgrad_next = p.precond(&next, newton);
+    let improvement = &p.scale * &(&old_cost - &next.cost);
+    let gradient = p.gnorm(&next);
+    let decrement = (&(&p.scale * 0.5) * &dot(&next.grad, &mgrad_next)).max_c(0.0);
+    let stop = if p.signorini {
+        gradient.lt(&tol).and(&decrement.lt(&tol))
+    } else {
+        let mut stop = improvement
+            .gt(&S::zero())
+            .and(&improvement.lt(&tol))
+            .or(&gradient.lt(&tol));
+        if newton {
+            stop = stop.or(&decrement.lt(&tol));
+        }
+        stop
+    };
+    let it = select_iterate(&active, next, it);
+    let mgrad = sel_vec(&active, &mgrad_next, &mgrad);
+    iterations = iterations + active.indicator();
+    converged = converged.or(&active.and(&stop));
+    active = active.and(&stop.not());
+    let search = if newton {
+        mgrad.iter().map(|x| -x).collect()
+    } else {
+        // Hager–Zhang β with the previous direction (MuJoCo ≥ 3.10).
+        let y: Vec<S<B>> = it.grad.iter().zip(&old_grad).map(|(a, b)| a - b).collect();
+        let my: Vec<S<B>> = mgrad.iter().zip(&old_mgrad).map(|(a, b)| a - b).collect();
+        let sy = dot(&search, &y);
+        let small = sy.lt(&S::C(MINVAL));
+        let sy_s = small.select(&S::C(1.0), &sy);
+        let hz = &(&dot(&y, &mgrad)
+            - &(&(&(&dot(&y, &my) / &sy_s) * 2.0) * &dot(&search, &it.grad)))
+            / &sy_s;
+        // Norms that carry derivatives: √ with a finite derivative at 0 (a world without
+        // rows can have an exactly zero gradient).
+        let gn = safe_sqrt(&dot(&it.grad, &it.grad)).0;
+        let sn = safe_sqrt(&dot(&search, &search)).0;
+        let eta = S::C(-1.0) / &(&sn * &gn.min_c(0.01)).max_c(MINVAL);
+        let beta = small.select(&S::zero(), &hz.max(&eta));
+        mgrad
+            .iter()
+            .zip(&search)
+            .map(|(g, d)| &(-g) + &(&beta * d))
+            .collect()
+    };
+    Advance::Next(SolverState {
+        it,
+        mgrad,
+        search,
+        active,
+        converged,
+        iterations,
+    })
+}
+
+/// The solution at the state the iterations left.
+pub fn conclude<B: Backend>(p: &Problem<'_, B>, st: SolverState<B>) -> Solution<B> {
+    let gradient = p.gnorm(&st.it);
+    Solution {
+        qacc: st.it.a,
+        force: st.it.eval.force,
+        iterations: st.iterations,
+        gradient,
+        converged: st.converged,
+    }
+}
+
+/// Solve from `start` (after the warm-start choice) in the worlds `live` (the others return
+/// their start untouched and count as converged): [`begin`], at most `s.iterations` times
+/// [`advance`], [`conclude`].
+pub fn solve<B: Backend>(
+    p: &Problem<'_, B>,
+    start: Vec<S<B>>,
+    live: &M<B>,
+    s: &Settings,
+) -> Solution<B> {
+    let mut st = begin(p, start, live, s);
+    for _ in 0..s.iterations {
+        match advance(p, st, s) {
+            Advance::Next(n) => st = n,
+            Advance::Stopped(n) | Advance::Last(n) => {
+                st = n;
+                break;
+            }
+        }
+    }
+    conclude(p, st)
 }
 
 /// `max(x, y)` per world (x where x ≥ y, as `f64::max` for numbers).

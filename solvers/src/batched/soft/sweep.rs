@@ -1,29 +1,32 @@
 //! Reverse mode through a batched soft_convex or signorini rollout by a per-step sweep: the
 //! forward pass runs without a tape (burn-ndarray, f64) and keeps each step's input (state and
-//! warm start); the backward pass re-runs each step, last first, on burn's autodiff backend from
-//! its stored input, contracts the step's output adjoints with its outputs, and one backward
-//! pass gives the adjoints of the step's input state, warm start and controls. The result is
-//! the gradient of the computed map, every solver and line-search iteration included, the same
-//! as one tape over the whole rollout (measured: the same knot gradients to the last printed
-//! digit on box_traversal), at a cost linear in the steps.
+//! warm start); the backward pass differentiates each step, last first, from its stored input:
+//! piece by piece, each solver iteration on its own small tape ([`super::pieces`]), the adjoints
+//! of the step's output giving those of its input state, warm start and controls. The result
+//! is the gradient of the computed map, every solver and line-search iteration included, the
+//! same as one tape over the whole rollout (measured: the same knot gradients to the last
+//! printed digit on box_traversal), at a cost linear in the steps and in each step's solver
+//! iterations.
 //!
-//! Why not one tape: burn-autodiff 0.21 builds its checkpointer (`CheckpointerBuilder::build`)
-//! with a linear search and a `Vec::remove` per checkpointed node, quadratic in the tape's
-//! nodes: the backward pass of 40 steps of box_traversal (one world) took 209 s, against
-//! 12.6 s with this sweep. Each step's leaves are one tensor, sliced: separate leaves would each
-//! start a graph, which burn-autodiff merges by copying one into the other.
+//! Why not one tape: burn-autodiff 0.21's backward pass costs more than linear in the tape's
+//! nodes ([`crate::batched::carry`]): the backward pass of 40 steps of box_traversal (one
+//! world) took 209 s on one tape, 12.6 s with one tape per step ([`StepTape::Whole`]). One
+//! tape per piece ([`StepTape::Pieces`]) matters where steps run many solver iterations:
+//! box_traversal's control-synthesis gradient (10 worlds, 40 steps of 50 ms, release, 2 cores)
+//! took 137.1 s with whole-step tapes and 24.8 s in pieces for signorini (up to ~30 iterations
+//! a step), 8.6 s and 8.3 s for soft_convex (~3).
 //!
 //! Shapes: `w` worlds; per-coordinate host vectors `(coordinates × w)`, controls
 //! `(steps × nu × w)`.
 
 use burn_tensor::{Tensor, TensorData};
 
+use super::pieces::{step_vjp, whole_step_vjp, StepInput as PieceInput};
 use super::{step, SoftBatch};
 use crate::batched::scalar::{M, S};
-use crate::batched::{read_f64, upload_states, AutodiffF64, NdArrayF64};
+use crate::batched::{read_f64, upload_states, NdArrayF64};
 use crate::model::State;
 
-type Ad = AutodiffF64;
 type Nd = NdArrayF64;
 
 /// A step's input on the host: positions `(nq × w)`, velocities and warm start `(nv × w)`
@@ -164,6 +167,15 @@ pub fn forward(
     }
 }
 
+/// How [`backward`] differentiates each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepTape {
+    /// One tape per piece of the step ([`super::pieces`]): the default.
+    Pieces,
+    /// One tape over the whole step (the reference the pieces are tested against).
+    Whole,
+}
+
 /// The adjoints of the inputs of the rollout `fwd` (which ran `controls` with timestep `h`)
 /// for the final-state adjoints `seed_q` `(nq × w)` and `seed_v` `(nv × w)` (module doc).
 pub fn backward(
@@ -174,63 +186,37 @@ pub fn backward(
     seed_q: Vec<Vec<f64>>,
     seed_v: Vec<Vec<f64>>,
 ) -> Adjoints {
+    backward_with(batch, fwd, controls, h, seed_q, seed_v, StepTape::Pieces)
+}
+
+/// [`backward`] with each step differentiated as `tape` says.
+pub fn backward_with(
+    batch: &SoftBatch,
+    fwd: &Forward,
+    controls: &[Vec<Vec<f64>>],
+    h: f64,
+    seed_q: Vec<Vec<f64>>,
+    seed_v: Vec<Vec<f64>>,
+    tape: StepTape,
+) -> Adjoints {
     let w = fwd.last.len();
-    let device = Default::default();
     let (nq, nv) = (seed_q.len(), seed_v.len());
     let nu = controls.first().map_or(0, Vec::len);
     let (mut lq, mut lv) = (seed_q, seed_v);
     let mut lw: Option<Vec<Vec<f64>>> = None;
     let mut du = vec![vec![vec![0.0; w]; nu]; controls.len()];
     for (i, inp) in fwd.inputs.iter().enumerate().rev() {
-        let mut rows: Vec<&[f64]> = Vec::new();
-        rows.extend(inp.q.iter().map(Vec::as_slice));
-        rows.extend(inp.v.iter().map(Vec::as_slice));
-        if let Some(wm) = &inp.warm {
-            rows.extend(wm.iter().map(Vec::as_slice));
-        }
-        rows.extend(controls[i].iter().map(Vec::as_slice));
-        let n = rows.len();
-        let flat: Vec<f64> = rows.iter().flat_map(|r| r.iter().copied()).collect();
-        let x = Tensor::<Ad, 2>::from_data(TensorData::new(flat, [n, w]), &device).require_grad();
-        let row = |r: usize| S::T(x.clone().slice([r..r + 1, 0..w]).reshape([w]));
-        let q: Vec<S<Ad>> = (0..nq).map(row).collect();
-        let v: Vec<S<Ad>> = (nq..nq + nv).map(row).collect();
-        let warm: Option<Vec<S<Ad>>> = inp
-            .warm
-            .as_ref()
-            .map(|_| (nq + nv..nq + 2 * nv).map(row).collect());
-        let u: Vec<S<Ad>> = (n - nu..n).map(row).collect();
-        let o = step(batch, &q, &v, &u, warm.as_deref(), h);
-        let lam =
-            |x: &[f64]| S::<Ad>::T(Tensor::from_data(TensorData::new(x.to_vec(), [w]), &device));
-        let mut surrogate = S::<Ad>::C(0.0);
-        for (y, l) in o.q.iter().zip(&lq).chain(o.v.iter().zip(&lv)) {
-            surrogate = surrogate + y * &lam(l);
-        }
-        if let Some(lw) = &lw {
-            for (y, l) in o.qacc.iter().zip(lw) {
-                surrogate = surrogate + y * &lam(l);
-            }
-        }
-        let g = match surrogate {
-            S::T(s) => {
-                let grads = s.sum().backward();
-                x.grad(&grads)
-                    .map(|g| read_f64(&g))
-                    .unwrap_or_else(|| vec![0.0; n * w])
-            }
-            // The step's outputs do not depend on its inputs: nothing flows back.
-            S::C(_) => vec![0.0; n * w],
+        let x = PieceInput::from_host(&inp.q, &inp.v, inp.warm.as_deref(), &controls[i]);
+        let vjp = match tape {
+            StepTape::Pieces => step_vjp,
+            StepTape::Whole => whole_step_vjp,
         };
-        let at = |r: usize| g[r * w..(r + 1) * w].to_vec();
-        lq = (0..nq).map(at).collect();
-        lv = (nq..nq + nv).map(at).collect();
-        lw = inp
-            .warm
-            .as_ref()
-            .map(|_| (nq + nv..nq + 2 * nv).map(at).collect());
-        for (a, d) in du[i].iter_mut().enumerate() {
-            *d = at(n - nu + a);
+        let mut g = vjp(batch, &x, w, h, &lq, &lv, lw.as_deref()).into_iter();
+        lq = g.by_ref().take(nq).collect();
+        lv = g.by_ref().take(nv).collect();
+        lw = inp.warm.as_ref().map(|_| g.by_ref().take(nv).collect());
+        for d in du[i].iter_mut() {
+            *d = g.next().expect("one adjoint per control");
         }
     }
     Adjoints {
