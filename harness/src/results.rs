@@ -439,6 +439,7 @@ pub fn remove_stale_temps(dir: &Path) -> Result<usize, ResultsError> {
         dir.join("cells"),
         dir.join("steps"),
         dir.join("figures"),
+        dir.join("progress"),
     ] {
         let Ok(rd) = fs::read_dir(&sub) else { continue };
         for e in rd.flatten() {

@@ -661,6 +661,11 @@ pub const COLUMNS: &[ColumnDef] = &[
         "instances run as one batch (method autodiff; 0: one synthesis per cell)",
     ),
     c(
+        "batch_resumed_at",
+        Kind::U64,
+        "a batched method: the iteration its batch last resumed from, stored progress of an interrupted run (0: ran from the start in one process)",
+    ),
+    c(
         "loss_curve",
         Kind::Str,
         "task loss of every evaluated iterate, iterate 0 first (JSON array, m^2)",
@@ -791,8 +796,15 @@ fn synthesize_cell(
 /// The rows of a batched method's cells (the same formulation, method, parametrization and
 /// timestep; one seed each), run as one batch ([`cs::synthesize_autodiff`]); a failure of the
 /// batch fails every row with its reason.
-pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> Vec<Row> {
+pub fn run_batch(
+    plan: &ControlPlan,
+    cells: &[&ControlCell],
+    threads: usize,
+    resume: Option<cs::BatchProgress>,
+    after_iteration: &mut dyn FnMut(&cs::BatchProgress),
+) -> Vec<Row> {
     let mut rows: Vec<Row> = cells.iter().map(|c| identity(plan, c, threads)).collect();
+    let resumed_at = resume.as_ref().map_or(0, |r| r.next_iteration);
     let problems: Result<Vec<(ControlProblem, Vec<f64>)>, String> =
         cells.iter().map(|c| cell_problem(plan, c)).collect();
     let outcome = problems.and_then(|ps| {
@@ -804,6 +816,8 @@ pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> 
                 &z0,
                 plan.spec.iterations,
                 schedule(plan),
+                resume,
+                after_iteration,
             )
         })
         .map_err(|_| "panicked".to_string())??;
@@ -815,6 +829,7 @@ pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> 
                 row.set_f64("horizon_s", p.horizon);
                 row.set_u64("steps", p.steps as u64);
                 row.set_u64("batch_worlds", cells.len() as u64);
+                row.set_u64("batch_resumed_at", resumed_at as u64);
                 let out = catch_quietly(|| record(cell, p, s, row));
                 finish(row, out);
             }
@@ -826,6 +841,101 @@ pub fn run_batch(plan: &ControlPlan, cells: &[&ControlCell], threads: usize) -> 
         }
     }
     rows
+}
+
+/// A batch's progress as stored between its iterations ([`progress_path`]): the revision and
+/// version that computed it and the batch's cells, so that a resumed batch is the same
+/// computation.
+#[derive(Serialize, Deserialize)]
+struct StoredProgress {
+    revision: String,
+    version: String,
+    cells: Vec<String>,
+    progress: cs::BatchProgress,
+}
+
+/// Where a batch's progress is stored between iterations: `progress/<hash of its cells>.cbor`
+/// in the results folder (CBOR: losses may be NaN or infinite, which JSON cannot hold).
+pub fn progress_path(dir: &Path, cells: &[&ControlCell]) -> PathBuf {
+    let ids: Vec<&str> = cells.iter().map(|c| c.id.as_str()).collect();
+    dir.join("progress")
+        .join(format!("{}.cbor", crate::sweep::hash_hex(&json!(ids))))
+}
+
+/// The stored progress of the batch `cells` at `path`, if it was computed by this revision
+/// and version for exactly these cells; anything else is said on standard error and the batch
+/// starts over (its result would not be one computation).
+fn load_progress(
+    path: &Path,
+    cells: &[&ControlCell],
+    manifest: &Manifest,
+) -> Option<cs::BatchProgress> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            eprintln!(
+                "warning: {}: cannot read the batch's stored progress ({e}); the batch starts over",
+                path.display()
+            );
+            return None;
+        }
+    };
+    let stored: StoredProgress = match ciborium::from_reader(std::io::BufReader::new(file)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "warning: {}: not a batch's stored progress ({e}); the batch starts over",
+                path.display()
+            );
+            return None;
+        }
+    };
+    let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
+    let why = if stored.cells != ids {
+        Some("other cells".to_string())
+    } else if stored.revision != manifest.revision || stored.version != manifest.version {
+        Some(format!(
+            "revision {} (version {}), this run is {} ({})",
+            stored.revision, stored.version, manifest.revision, manifest.version
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        eprintln!(
+            "warning: {}: stored progress of {why}; the batch starts over",
+            path.display()
+        );
+        return None;
+    }
+    Some(stored.progress)
+}
+
+/// Store a batch's progress at `path` (atomically); a failure is said on standard error and
+/// the batch goes on (only an interruption would then cost its iterations).
+fn store_progress(
+    path: &Path,
+    cells: &[&ControlCell],
+    manifest: &Manifest,
+    progress: &cs::BatchProgress,
+) {
+    let stored = StoredProgress {
+        revision: manifest.revision.clone(),
+        version: manifest.version.clone(),
+        cells: cells.iter().map(|c| c.id.clone()).collect(),
+        progress: progress.clone(),
+    };
+    let mut bytes = Vec::new();
+    let result = ciborium::into_writer(&stored, &mut bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|()| write_atomic(path, &bytes).map_err(|e| e.to_string()));
+    if let Err(e) = result {
+        eprintln!(
+            "warning: {}: cannot store the batch's progress ({e}); an interruption would restart it",
+            path.display()
+        );
+    }
 }
 
 /// Set a row's status and reason from a cell's outcome and fill the columns it left empty.
@@ -971,7 +1081,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
         source,
     };
     if opts.fresh {
-        for sub in ["cells", "figures"] {
+        for sub in ["cells", "figures", "progress"] {
             let p = dir.join(sub);
             if p.exists() {
                 std::fs::remove_dir_all(&p).map_err(|e| io(&p, e))?;
@@ -1030,7 +1140,20 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                 break;
             }
             let t0 = std::time::Instant::now();
-            let rows = run_batch(plan, cells, opts.jobs);
+            let path = progress_path(dir, cells);
+            let resume = load_progress(&path, cells, &manifest);
+            if let (Some(r), true) = (&resume, opts.progress) {
+                eprintln!(
+                    "batch of {} {} {} {}: resuming at iteration {} (stored progress)",
+                    cells.len(),
+                    cells[0].label,
+                    cells[0].method.name(),
+                    cells[0].parametrization.name(),
+                    r.next_iteration
+                );
+            }
+            let mut keep = |p: &cs::BatchProgress| store_progress(&path, cells, &manifest, p);
+            let rows = run_batch(plan, cells, opts.jobs, resume, &mut keep);
             for (cell, mut row) in cells.iter().zip(rows) {
                 row.set_f64("peak_rss_mib", crate::metrics::peak_rss_mib());
                 if let Err(e) = write_cell(dir, &cell.id, &row) {
@@ -1040,6 +1163,8 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             }
+            // The batch's cells hold its result: its progress has served.
+            let _ = std::fs::remove_file(&path);
             if opts.progress {
                 eprintln!(
                     "batch of {} {} {} {}: {} successes, {:.1} s",

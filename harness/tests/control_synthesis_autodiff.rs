@@ -4,7 +4,7 @@
 #![cfg(feature = "burn")]
 
 mod common;
-use common::{contactlab, stderr};
+use common::{contactlab, spawn_contactlab, stderr};
 
 const TINY: &str = "\
 name: clitest
@@ -60,9 +60,94 @@ fn autodiff_instances_run_as_one_batch_beside_the_adjoint() {
             ("ncp_fb", "adjoint") => assert_eq!(r["batch_worlds"], 0),
             ("soft_convex", "autodiff") => {
                 assert_eq!(r["batch_worlds"], 2);
+                assert_eq!(r["batch_resumed_at"], 0);
                 assert!(r["gradient_norm_initial"].as_f64().unwrap() > 0.0);
             }
             other => panic!("unexpected cell {other:?}"),
         }
     }
+    // The batch's stored progress is gone once its cells hold the result.
+    let left = std::fs::read_dir(dir.join("progress")).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "progress files left after the batch");
+}
+
+/// The curves and knots that determine an autodiff row, by seed.
+fn autodiff_results(dir: &std::path::Path) -> Vec<(u64, String, String, String)> {
+    let mut out: Vec<(u64, String, String, String)> = std::fs::read_dir(dir.join("cells"))
+        .unwrap()
+        .map(|e| {
+            let r: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap();
+            r
+        })
+        .filter(|r| r["method"] == "autodiff")
+        .map(|r| {
+            (
+                r["seed"].as_u64().unwrap(),
+                r["loss_curve"].as_str().unwrap().to_string(),
+                r["objective_curve"].as_str().unwrap().to_string(),
+                format!("{} {}", r["final_loss_m2"], r["gradient_norm_final"]),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A run killed in the middle of an autodiff batch resumes the batch from its last finished
+/// iteration (its stored progress) and ends with the rows of an uninterrupted run.
+#[test]
+fn an_interrupted_batch_resumes_from_its_last_iteration() {
+    let config = TINY
+        .replace("methods: [adjoint, autodiff]", "methods: [autodiff]")
+        .replace("  - name: ncp_fb\n", "");
+    let whole = tempfile::tempdir().unwrap();
+    std::fs::write(whole.path().join("tiny.yaml"), &config).unwrap();
+    let o = contactlab(&["run", "tiny.yaml", "--jobs", "2"], whole.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = autodiff_results(&whole.path().join("results/clitest"));
+    assert_eq!(expected.len(), 2);
+
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.yaml"), &config).unwrap();
+    let progress = tmp.path().join("results/clitest/progress");
+    let mut child = spawn_contactlab(&["run", "tiny.yaml", "--jobs", "2"], tmp.path());
+    // Kill the run as soon as the batch has stored its first iteration.
+    let stored = loop {
+        let n = std::fs::read_dir(&progress).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".cbor"))
+                .count()
+        });
+        if n > 0 {
+            child.kill().unwrap();
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    child.wait().unwrap();
+    assert!(stored, "the run ended before storing any progress");
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("results/clitest/cells")).map_or(0, |d| d.count()),
+        0,
+        "the batch wrote cells before it ended"
+    );
+    let o = contactlab(&["run", "tiny.yaml", "--jobs", "2"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming at iteration"),
+        "{}",
+        stderr(&o)
+    );
+    let dir = tmp.path().join("results/clitest");
+    assert_eq!(autodiff_results(&dir), expected);
+    for e in std::fs::read_dir(dir.join("cells")).unwrap() {
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap();
+        assert!(r["batch_resumed_at"].as_u64().unwrap() >= 1, "{r}");
+    }
+    assert_eq!(std::fs::read_dir(&progress).map_or(0, |d| d.count()), 0);
 }

@@ -702,33 +702,75 @@ fn autodiff_gradient(
 pub const AUTODIFF_NOT_BUILT: &str =
     "gradient method 'autodiff' needs the batched engine: build with --features burn";
 
+/// Where a batch's synthesis stands after an iteration: everything that resumes it (the
+/// knots, Adam's moments, each instance's record so far, which instances still run). The
+/// harness stores it after every iteration, so a batch longer than a job's time limit (or a
+/// session) goes on from its last finished iteration ([`synthesize_batch_resumable`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct BatchProgress {
+    /// The next iteration to run (the number finished).
+    pub next_iteration: usize,
+    /// Each instance's knots (rad/s).
+    pub z: Vec<Vec<f64>>,
+    /// Each instance's Adam coordinates ([`crate::control_synthesis::Parametrization`]).
+    pub y: Vec<Vec<f64>>,
+    /// Each instance's Adam state.
+    pub adam: Vec<Adam>,
+    /// Each instance's record so far (its wall time: the iterations it ran, in whichever
+    /// process ran them).
+    pub out: Vec<Synthesis>,
+    /// The instances still running.
+    pub running: Vec<usize>,
+}
+
 /// [`synthesize`] for every problem at once with [`GradientMethod::Autodiff`], the problems
-/// one batch of worlds ([`crate::control_synthesis_batched::synthesize_batch`]; each
-/// [`Synthesis::wall_s`] is then the whole batch's time over the iterations the instance ran).
+/// one batch of worlds ([`crate::control_synthesis_batched::synthesize_batch_resumable`]; each
+/// [`Synthesis::wall_s`] is then the whole batch's time over the iterations the instance ran),
+/// from `resume` (a previous run's stored progress of the same batch; `None`: from `z0`),
+/// calling `after_iteration` with the progress after every iteration.
 ///
 /// # Errors
 /// A build without the `burn` feature, a formulation the batched soft solvers do not run, a
-/// setting they refuse, problems that do not share their shape.
+/// setting they refuse, problems that do not share their shape, a `resume` that is not this
+/// batch's.
 pub fn synthesize_autodiff(
     problems: &[ControlProblem],
     f: &FormulationChoice,
     z0: &[Vec<f64>],
     iterations: usize,
     schedule: Schedule,
+    resume: Option<BatchProgress>,
+    after_iteration: &mut dyn FnMut(&BatchProgress),
 ) -> Result<Vec<Synthesis>, String> {
     #[cfg(feature = "burn")]
     {
-        crate::control_synthesis_batched::synthesize_batch(problems, f, z0, iterations, schedule)
+        crate::control_synthesis_batched::synthesize_batch_resumable(
+            problems,
+            f,
+            z0,
+            iterations,
+            schedule,
+            resume,
+            after_iteration,
+        )
     }
     #[cfg(not(feature = "burn"))]
     {
-        let _ = (problems, f, z0, iterations, schedule);
+        let _ = (
+            problems,
+            f,
+            z0,
+            iterations,
+            schedule,
+            resume,
+            after_iteration,
+        );
         Err(AUTODIFF_NOT_BUILT.into())
     }
 }
 
 /// Adam (Kingma & Ba 2015, Algorithm 1) on a parameter vector, with its moment estimates.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Adam {
     /// Step size α (the parameters' unit).
     pub step_size: f64,
@@ -772,7 +814,7 @@ impl Adam {
 }
 
 /// One synthesis's record, one entry per evaluated iterate (iterate 0 is the start).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Synthesis {
     /// The scene's task loss of each evaluated iterate (m², [`ControlProblem::task_loss`]).
     pub losses: Vec<f64>,

@@ -36,7 +36,7 @@ use contactlab_solvers::State;
 use nalgebra::DVector;
 use rayon::prelude::*;
 
-use crate::control_synthesis::Adam;
+use crate::control_synthesis::{Adam, BatchProgress};
 use crate::control_synthesis::{ControlProblem, FormulationChoice, Schedule, Synthesis};
 
 /// One world's rollout result in an iteration.
@@ -226,6 +226,24 @@ pub fn synthesize_batch(
     iterations: usize,
     schedule: Schedule,
 ) -> Result<Vec<Synthesis>, String> {
+    synthesize_batch_resumable(problems, f, z0, iterations, schedule, None, &mut |_| {})
+}
+
+/// [`synthesize_batch`] from `resume` (the progress a previous run of the same batch stored;
+/// `None`: from `z0`), calling `after_iteration` with the progress after every iteration.
+/// Iterations are deterministic, so a resumed batch ends where an uninterrupted one would.
+///
+/// # Errors
+/// As [`synthesize_batch`], and a `resume` whose shape is not this batch's.
+pub fn synthesize_batch_resumable(
+    problems: &[ControlProblem],
+    f: &FormulationChoice,
+    z0: &[Vec<f64>],
+    iterations: usize,
+    schedule: Schedule,
+    resume: Option<BatchProgress>,
+    after_iteration: &mut dyn FnMut(&BatchProgress),
+) -> Result<Vec<Synthesis>, String> {
     let Some(p0) = problems.first() else {
         return Ok(Vec::new());
     };
@@ -234,26 +252,48 @@ pub fn synthesize_batch(
     let par = p0.parametrization;
     par.check(p0.nu())?;
     let n = problems.len();
-    let mut z: Vec<Vec<f64>> = z0.to_vec();
-    let mut y: Vec<Vec<f64>> = z.iter().map(|z| par.coordinates(z)).collect();
-    let mut adam: Vec<Adam> = z
-        .iter()
-        .map(|z| Adam::new(z.len(), schedule.step_size))
-        .collect();
-    let mut out: Vec<Synthesis> = vec![Synthesis::default(); n];
-    let mut running: Vec<usize> = (0..n).collect();
-    for it in 0..=iterations {
-        if running.is_empty() {
+    let mut pr = match resume {
+        Some(r) => {
+            let fits = r.z.len() == n
+                && r.y.len() == n
+                && r.adam.len() == n
+                && r.out.len() == n
+                && r.running.iter().all(|&i| i < n)
+                && r.next_iteration <= iterations + 1
+                && r.z.iter().zip(z0).all(|(a, b)| a.len() == b.len());
+            if !fits {
+                return Err(format!(
+                    "autodiff synthesis: the stored progress is not this batch's ({} instances at iteration {}, the batch has {n} instances and {iterations} iterations)",
+                    r.z.len(),
+                    r.next_iteration
+                ));
+            }
+            r
+        }
+        None => BatchProgress {
+            next_iteration: 0,
+            z: z0.to_vec(),
+            y: z0.iter().map(|z| par.coordinates(z)).collect(),
+            adam: z0
+                .iter()
+                .map(|z| Adam::new(z.len(), schedule.step_size))
+                .collect(),
+            out: vec![Synthesis::default(); n],
+            running: (0..n).collect(),
+        },
+    };
+    for it in pr.next_iteration..=iterations {
+        if pr.running.is_empty() {
             break;
         }
         let t0 = std::time::Instant::now();
         let grad = it < iterations;
-        let results = rollout(&batch, problems, &z, &running, grad);
+        let results = rollout(&batch, problems, &pr.z, &pr.running, grad);
         let wall = t0.elapsed().as_secs_f64();
-        let mut next = Vec::with_capacity(running.len());
-        for (&i, r) in running.iter().zip(results) {
+        let mut next = Vec::with_capacity(pr.running.len());
+        for (&i, r) in pr.running.iter().zip(results) {
             let p = &problems[i];
-            let o = &mut out[i];
+            let o = &mut pr.out[i];
             o.wall_s += wall;
             let success = r.stopped.is_none() && p.success(&r.last);
             o.losses.push(p.task_loss(&r.last));
@@ -278,20 +318,23 @@ pub fn synthesize_batch(
                 o.stopped = Some(format!("iterate {it}: non-finite loss or gradient"));
                 continue;
             }
-            adam[i].step_size = schedule.at(it + 1);
-            adam[i].step(&mut y[i], &par.gradient(&g));
+            pr.adam[i].step_size = schedule.at(it + 1);
+            pr.adam[i].step(&mut pr.y[i], &par.gradient(&g));
             let bound = p.bound();
-            z[i] = par
-                .knots(&y[i])
+            pr.z[i] = par
+                .knots(&pr.y[i])
                 .into_iter()
                 .map(|x| x.clamp(-bound, bound))
                 .collect();
-            y[i] = par.coordinates(&z[i]);
+            pr.y[i] = par.coordinates(&pr.z[i]);
             next.push(i);
         }
-        running = next;
+        pr.running = next;
+        pr.next_iteration = it + 1;
+        after_iteration(&pr);
     }
-    for (o, z) in out.iter_mut().zip(z) {
+    let mut out = pr.out;
+    for (o, z) in out.iter_mut().zip(pr.z) {
         o.knots = z;
     }
     Ok(out)

@@ -1365,7 +1365,7 @@ fn validate_material(geom: &str, m: &ContactMaterial) -> Result<(), ModelError> 
 }
 
 /// The dynamic state of a model: generalized positions, velocities and time.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct State {
     /// Generalized positions, length nq (see the module table).
     pub q: DVector<f64>,
