@@ -13,6 +13,7 @@
 
 use burn_tensor::backend::Backend;
 
+use super::line_packed::Packed;
 use crate::batched::scalar::{M, S};
 
 /// The cost a row slot carries (static: the same in every world).
@@ -337,11 +338,74 @@ pub struct LineCost<'a, B: Backend> {
     pub q1: S<B>,
     /// Gauss quadratic coefficient ½ sᵀ M s.
     pub q2: S<B>,
+    /// The packable blocks stacked ([`super::line_packed`]); `None`: every row scalar by
+    /// scalar.
+    pub packed: Option<Packed<B>>,
 }
 
-impl<B: Backend> LineCost<'_, B> {
-    /// Constraint cost and its first two derivatives at α (the cpu `LineCost::rows`).
+impl<'a, B: Backend> LineCost<'a, B> {
+    /// The line cost with its one-sided rows, elliptic cones and discs stacked for evaluation
+    /// ([`super::line_packed`]; agrees with the scalar path to round-off).
+    pub fn new(
+        rows: &'a [Row<B>],
+        radius: &'a [S<B>],
+        jar: &'a [S<B>],
+        js: &'a [S<B>],
+        q1: S<B>,
+        q2: S<B>,
+    ) -> Self {
+        Self {
+            packed: Packed::new(rows, radius, jar, js),
+            rows,
+            radius,
+            jar,
+            js,
+            q1,
+            q2,
+        }
+    }
+
+    /// A friction-loss row's Huber cost and its first two derivatives at α.
+    fn friction_loss(&self, i: usize, eta: f64, alpha: &S<B>) -> [S<B>; 3] {
+        let row = &self.rows[i];
+        let (d, js) = (&row.d, &self.js[i]);
+        let x = &self.jar[i] + &(alpha * js);
+        let t = &row.r * eta;
+        let neg = x.le(&-&t).and(&row.active);
+        let pos = x.ge(&t).and(&row.active).and(&neg.not());
+        let q = neg.or(&pos).not().and(&row.active);
+        let half_r_eta2 = &(&row.r * 0.5) * eta * eta;
+        let c = neg.select(
+            &(&x * -eta - &half_r_eta2),
+            &pos.select(
+                &(&x * eta - &half_r_eta2),
+                &q.select(&(&(d * 0.5) * &x * &x), &zero()),
+            ),
+        );
+        let c1 = neg.select(
+            &(js * -eta),
+            &pos.select(&(js * eta), &q.select(&(&(d * &x) * js), &zero())),
+        );
+        let c2 = q.select(&(&(d * js) * js), &zero());
+        [c, c1, c2]
+    }
+
+    /// Constraint cost and its first two derivatives at α (the cpu `LineCost::rows`), summed
+    /// in the rows' order: with [`Self::packed`], the packed rows' terms from its tensors and
+    /// the others' scalar by scalar.
     fn rows(&self, alpha: &S<B>) -> (S<B>, S<B>, S<B>) {
+        if let Some(p) = &self.packed {
+            let terms = p.terms(alpha);
+            let mut tot = p.totals(alpha);
+            for i in 0..self.rows.len() {
+                if p.has(i) {
+                    p.add(&terms, i, &mut tot);
+                } else if let Kind::FrictionLoss { eta } = self.rows[i].kind {
+                    tot.add_scalar(self.friction_loss(i, eta, alpha));
+                }
+            }
+            return tot.finish();
+        }
         let (mut c, mut c1, mut c2) = (zero::<B>(), zero::<B>(), zero::<B>());
         let n = self.rows.len();
         let at = |i: usize| &self.jar[i] + &(alpha * &self.js[i]);
@@ -351,25 +415,10 @@ impl<B: Backend> LineCost<'_, B> {
             let (d, js) = (&row.d, &self.js[i]);
             match row.kind {
                 Kind::FrictionLoss { eta } => {
-                    let x = at(i);
-                    let t = &row.r * eta;
-                    let neg = x.le(&-&t).and(&row.active);
-                    let pos = x.ge(&t).and(&row.active).and(&neg.not());
-                    let q = neg.or(&pos).not().and(&row.active);
-                    let half_r_eta2 = &(&row.r * 0.5) * eta * eta;
-                    c = c + neg.select(
-                        &(&x * -eta - &half_r_eta2),
-                        &pos.select(
-                            &(&x * eta - &half_r_eta2),
-                            &q.select(&(&(d * 0.5) * &x * &x), &zero()),
-                        ),
-                    );
-                    c1 = c1
-                        + neg.select(
-                            &(js * -eta),
-                            &pos.select(&(js * eta), &q.select(&(&(d * &x) * js), &zero())),
-                        );
-                    c2 = c2 + q.select(&(&(d * js) * js), &zero());
+                    let [tc, tc1, tc2] = self.friction_loss(i, eta, alpha);
+                    c = c + tc;
+                    c1 = c1 + tc1;
+                    c2 = c2 + tc2;
                 }
                 Kind::Inequality => {
                     let x = at(i);

@@ -26,6 +26,7 @@
 //! with a message naming the parameter.
 
 pub mod cost;
+pub mod line_packed;
 pub mod pieces;
 pub mod rows;
 pub mod solver;

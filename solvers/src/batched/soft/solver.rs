@@ -383,14 +383,14 @@ pub fn advance<B: Backend>(p: &Problem<'_, B>, st: SolverState<B>, s: &Settings)
     let ms = p.mat_vec(&search);
     let js: Vec<S<B>> = p.rows.iter().map(|r| seq_dot(&r.jac, &search)).collect();
     let resid: Vec<S<B>> = it.ma.iter().zip(p.f_s).map(|(x, f)| x - f).collect();
-    let line = LineCost {
-        rows: p.rows,
-        radius: &it.radius,
-        jar: &it.jar,
-        js: &js,
-        q1: dot(&search, &resid),
-        q2: dot(&search, &ms) * 0.5,
-    };
+    let line = LineCost::new(
+        p.rows,
+        &it.radius,
+        &it.jar,
+        &js,
+        dot(&search, &resid),
+        dot(&search, &ms) * 0.5,
+    );
     let gtol = &(&snorm * (s.tolerance * s.ls_tolerance)) / &p.scale;
     let alpha = line_search(&line, &gtol, s.ls_iterations, &active, s.early_exit);
     active = active.and(&alpha.eq_c(0.0).not());
