@@ -395,16 +395,15 @@ impl<'a, B: Backend> LineCost<'a, B> {
     /// the others' scalar by scalar.
     fn rows(&self, alpha: &S<B>) -> (S<B>, S<B>, S<B>) {
         if let Some(p) = &self.packed {
-            let terms = p.terms(alpha);
-            let mut tot = p.totals(alpha);
-            for i in 0..self.rows.len() {
-                if p.has(i) {
-                    p.add(&terms, i, &mut tot);
-                } else if let Kind::FrictionLoss { eta } = self.rows[i].kind {
-                    tot.add_scalar(self.friction_loss(i, eta, alpha));
-                }
-            }
-            return tot.finish();
+            let scalar = p
+                .scalar_rows()
+                .iter()
+                .map(|&i| match self.rows[i].kind {
+                    Kind::FrictionLoss { eta } => self.friction_loss(i, eta, alpha),
+                    _ => unreachable!("only friction-loss rows are left scalar"),
+                })
+                .collect();
+            return p.total(p.terms(alpha), scalar);
         }
         let (mut c, mut c1, mut c2) = (zero::<B>(), zero::<B>(), zero::<B>());
         let n = self.rows.len();

@@ -13,16 +13,16 @@
 //!
 //! Per block the arithmetic is the scalar code's, term for term (`x = jar + α J s`, the same
 //! products in the same order, sums over a block's rows left to right, the same zone tests, the
-//! unselected branch's denominators kept finite), and the totals are accumulated row by row in
-//! the rows' order, each row's term a slice of its group's tensor ([`Totals`]): the f64 results
-//! are the scalar path's to the last bit, which an unconverged solve (signorini at its iteration
-//! budget) would otherwise amplify.
+//! unselected branch's denominators kept finite), and the totals add the terms in the rows'
+//! order: all terms gathered into that order and summed by one cumulative sum, sequential on
+//! burn-ndarray ([`Packed::total`]). The f64 results are the scalar path's to the last bit,
+//! which an unconverged solve (signorini at its iteration budget) would otherwise amplify.
 //!
 //! Which kinds are stacked: one-sided rows ([`Kind::Inequality`]), elliptic cones and signorini
 //! discs (grouped by `dim`). Friction-loss rows (dof friction, rare) stay scalar.
 
 use burn_tensor::backend::Backend;
-use burn_tensor::{Bool, Tensor, TensorData};
+use burn_tensor::{Bool, Int, Tensor, TensorData};
 
 use super::cost::{Kind, Row};
 use crate::batched::scalar::{M, S};
@@ -68,15 +68,19 @@ struct Elliptic<B: Backend> {
     vv: T2<B>,
 }
 
-/// Where a row's term lies in the stacked tensors.
+/// One term of the scalar path's sum, in its order.
 #[derive(Debug, Clone, Copy)]
-enum Slot {
+enum Item {
     /// Column of the one-sided rows.
     Ineq(usize),
     /// Disc group, block.
     Disc(usize, usize),
-    /// Elliptic group, block, row within the cone.
+    /// Elliptic group, block, row within the cone: the bottom zone's term.
     Cone(usize, usize, usize),
+    /// Elliptic group, block: the middle zone's term (after the block's rows).
+    Middle(usize, usize),
+    /// The k-th scalar row (friction loss), in the rows' order.
+    Scalar(usize),
 }
 
 /// The stacked blocks of one line search.
@@ -84,9 +88,12 @@ pub struct Packed<B: Backend> {
     ineq: Option<Ineq<B>>,
     discs: Vec<Disc<B>>,
     cones: Vec<Elliptic<B>>,
-    /// Per row slot: where its term is (`None`: a scalar row, or a cone's member whose term is
-    /// its block's middle-zone term, added after the block's rows).
-    slots: Vec<Option<Slot>>,
+    /// The terms in the scalar path's order of addition.
+    items: Vec<Item>,
+    /// The rows left to the scalar path (friction loss), in order.
+    scalar_rows: Vec<usize>,
+    worlds: usize,
+    device: B::Device,
 }
 
 /// One evaluation's terms, per group: `(c, c′, c″)`, `(worlds, n)` for the one-sided rows and
@@ -96,57 +103,6 @@ pub struct Terms<B: Backend> {
     ineq: Option<[T2<B>; 3]>,
     discs: Vec<[T2<B>; 3]>,
     cones: Vec<([T3<B>; 3], [T2<B>; 3])>,
-}
-
-/// Running sums `(c, c′, c″)` per world, added to in the rows' order.
-pub struct Totals<B: Backend> {
-    acc: [Option<T2<B>>; 3],
-    worlds: usize,
-    device: B::Device,
-}
-
-impl<B: Backend> Totals<B> {
-    fn add_col(&mut self, k: usize, x: T2<B>) {
-        self.acc[k] = Some(match self.acc[k].take() {
-            None => x,
-            Some(a) => a + x,
-        });
-    }
-
-    /// Add a scalar row's terms.
-    pub fn add_scalar(&mut self, c: [S<B>; 3]) {
-        let w = self.worlds;
-        for (k, x) in c.into_iter().enumerate() {
-            match x {
-                S::C(0.0) => {}
-                S::C(v) => {
-                    self.acc[k] = Some(match self.acc[k].take() {
-                        None => Tensor::full([w, 1], v, &self.device),
-                        Some(a) => a + v,
-                    })
-                }
-                S::T(t) => self.add_col(k, t.reshape([w, 1])),
-            }
-        }
-    }
-
-    /// The sums per world.
-    pub fn finish(self) -> (S<B>, S<B>, S<B>) {
-        let w = self.worlds;
-        let [a, b, c] = self.acc;
-        let f = |x: Option<T2<B>>| x.map_or(S::zero(), |t| S::T(t.reshape([w])));
-        (f(a), f(b), f(c))
-    }
-}
-
-fn col<B: Backend>(x: &T2<B>, j: usize) -> T2<B> {
-    let w = x.dims()[0];
-    x.clone().slice([0..w, j..j + 1])
-}
-
-fn col3<B: Backend>(x: &T3<B>, b: usize, j: usize) -> T2<B> {
-    let w = x.dims()[0];
-    x.clone().slice([0..w, b..b + 1, j..j + 1]).reshape([w, 1])
 }
 
 fn mask<B: Backend>(m: &M<B>, w: usize, dev: &B::Device) -> Tensor<B, 1, Bool> {
@@ -238,7 +194,8 @@ impl<B: Backend> Packed<B> {
         // Blocks by (kind, dim): first row index.
         let mut discs: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut cones: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut slots: Vec<Option<Slot>> = vec![None; rows.len()];
+        let mut items = Vec::new();
+        let mut scalar_rows = Vec::new();
         // The (group, block) a new block of `dim` rows gets.
         let group = |g: &mut Vec<(usize, Vec<usize>)>, dim: usize, i: usize| -> (usize, usize) {
             match g.iter().position(|(d, _)| *d == dim) {
@@ -255,7 +212,7 @@ impl<B: Backend> Packed<B> {
         for (i, r) in rows.iter().enumerate() {
             match r.kind {
                 Kind::Inequality => {
-                    slots[i] = Some(Slot::Ineq(ineq.0.len()));
+                    items.push(Item::Ineq(ineq.0.len()));
                     ineq.0.push(t(&jar[i]));
                     ineq.1.push(t(&js[i]));
                     ineq.2.push(t(&r.d));
@@ -263,15 +220,18 @@ impl<B: Backend> Packed<B> {
                 }
                 Kind::Disc { dim, .. } => {
                     let (g, b) = group(&mut discs, dim, i);
-                    slots[i] = Some(Slot::Disc(g, b));
+                    items.push(Item::Disc(g, b));
                 }
                 Kind::Elliptic { dim, .. } => {
                     let (g, b) = group(&mut cones, dim, i);
-                    for j in 0..dim {
-                        slots[i + j] = Some(Slot::Cone(g, b, j));
-                    }
+                    items.extend((0..dim).map(|j| Item::Cone(g, b, j)));
+                    items.push(Item::Middle(g, b));
                 }
-                Kind::FrictionLoss { .. } | Kind::Member => {}
+                Kind::FrictionLoss { .. } => {
+                    items.push(Item::Scalar(scalar_rows.len()));
+                    scalar_rows.push(i);
+                }
+                Kind::Member => {}
             }
         }
         let ineq = (!ineq.0.is_empty()).then(|| Ineq {
@@ -288,7 +248,7 @@ impl<B: Backend> Packed<B> {
                     .collect(),
             )
         };
-        let discs = discs
+        let discs: Vec<Disc<B>> = discs
             .into_iter()
             .map(|(dim, first)| {
                 let js3 = block(&first, dim, js);
@@ -310,7 +270,7 @@ impl<B: Backend> Packed<B> {
                 }
             })
             .collect();
-        let cones = cones
+        let cones: Vec<Elliptic<B>> = cones
             .into_iter()
             .map(|(dim, first)| {
                 let x0 = block(&first, dim, jar);
@@ -359,82 +319,80 @@ impl<B: Backend> Packed<B> {
                 }
             })
             .collect();
+        if ineq.is_none() && discs.is_empty() && cones.is_empty() {
+            return None;
+        }
         Some(Self {
             ineq,
             discs,
             cones,
-            slots,
+            items,
+            scalar_rows,
+            worlds: w,
+            device: dev,
         })
     }
 
-    /// Empty running sums for `worlds` worlds.
-    pub fn totals(&self, like: &S<B>) -> Totals<B> {
-        let worlds = match like {
-            S::T(t) => t.dims()[0],
-            S::C(_) => self.worlds(),
+    /// The rows the scalar path evaluates (friction loss), in order: their terms go to
+    /// [`Self::total`].
+    pub fn scalar_rows(&self) -> &[usize] {
+        &self.scalar_rows
+    }
+
+    /// `(c, c′, c″)` per world: every term in the scalar path's order of addition, summed left
+    /// to right (one cumulative sum over the terms gathered into that order: the scalar path's
+    /// rounding on burn-ndarray). `scalar` holds the terms of [`Self::scalar_rows`].
+    pub fn total(&self, terms: Terms<B>, scalar: Vec<[S<B>; 3]>) -> (S<B>, S<B>, S<B>) {
+        let (w, dev) = (self.worlds, &self.device);
+        // (3, worlds, n) per group, and each group's first column.
+        let mut parts: Vec<T3<B>> = Vec::new();
+        let mut at = 0usize;
+        let mut put = |x: T3<B>| -> usize {
+            let first = at;
+            at += x.dims()[2];
+            parts.push(x);
+            first
         };
-        Totals {
-            acc: [None, None, None],
-            worlds,
-            device: self.device(),
+        let three = |x: [T2<B>; 3]| -> T3<B> { Tensor::stack(x.to_vec(), 0) };
+        let ineq_at = terms.ineq.map(|t| put(three(t)));
+        let disc_at: Vec<usize> = terms.discs.into_iter().map(|t| put(three(t))).collect();
+        let mut cone_at = Vec::new();
+        for (bottom, middle) in terms.cones {
+            let [_, nb, dim] = bottom[0].dims();
+            let b0 = put(three(bottom.map(|x| x.reshape([w, nb * dim]))));
+            let m0 = put(three(middle));
+            cone_at.push((b0, m0, dim));
         }
-    }
-
-    fn any(&self) -> &T3<B> {
-        self.discs
-            .first()
-            .map(|d| &d.x0)
-            .or(self.cones.first().map(|c| &c.x0))
-            .unwrap_or_else(|| unreachable!("only the one-sided rows"))
-    }
-
-    fn worlds(&self) -> usize {
-        match &self.ineq {
-            Some(g) => g.x0.dims()[0],
-            None => self.any().dims()[0],
-        }
-    }
-
-    fn device(&self) -> B::Device {
-        match &self.ineq {
-            Some(g) => g.x0.device(),
-            None => self.any().device(),
-        }
-    }
-
-    /// Whether row `i`'s term is packed (a disc's member rows are not: their block's term is
-    /// the first row's).
-    pub fn has(&self, i: usize) -> bool {
-        self.slots[i].is_some()
-    }
-
-    /// Add row `i`'s terms (and, after a cone's last row, its middle-zone term) to `tot`.
-    pub fn add(&self, terms: &Terms<B>, i: usize, tot: &mut Totals<B>) {
-        match self.slots[i] {
-            None => {}
-            Some(Slot::Ineq(k)) => {
-                let t = terms.ineq.as_ref().expect("one-sided rows");
-                for (q, x) in t.iter().enumerate() {
-                    tot.add_col(q, col(x, k));
-                }
-            }
-            Some(Slot::Disc(g, b)) => {
-                for (q, x) in terms.discs[g].iter().enumerate() {
-                    tot.add_col(q, col(x, b));
-                }
-            }
-            Some(Slot::Cone(g, b, j)) => {
-                let (bottom, middle) = &terms.cones[g];
-                for (q, x) in bottom.iter().enumerate() {
-                    tot.add_col(q, col3(x, b, j));
-                }
-                if j + 1 == self.cones[g].x0.dims()[2] {
-                    for (q, x) in middle.iter().enumerate() {
-                        tot.add_col(q, col(x, b));
-                    }
-                }
-            }
-        }
+        let scalar_at = (!scalar.is_empty()).then(|| {
+            let cols: Vec<T2<B>> = scalar
+                .iter()
+                .map(|t| Tensor::stack::<2>(t.iter().map(|x| x.tensor(w, dev)).collect(), 0))
+                .collect();
+            put(Tensor::stack(cols, 2))
+        });
+        let order: Vec<i64> = self
+            .items
+            .iter()
+            .map(|it| {
+                (match *it {
+                    Item::Ineq(k) => ineq_at.expect("one-sided rows") + k,
+                    Item::Disc(g, b) => disc_at[g] + b,
+                    Item::Cone(g, b, j) => cone_at[g].0 + b * cone_at[g].2 + j,
+                    Item::Middle(g, b) => cone_at[g].1 + b,
+                    Item::Scalar(k) => scalar_at.expect("scalar rows") + k,
+                }) as i64
+            })
+            .collect();
+        let n = order.len();
+        let all: T3<B> = Tensor::cat(parts, 2);
+        let idx = Tensor::<B, 1, Int>::from_data(TensorData::new(order, [n]), dev);
+        let sums = all
+            .select(2, idx)
+            .cumsum(2)
+            .slice([0..3, 0..w, n - 1..n])
+            .reshape([3, w]);
+        let k = |q: usize| S::T(sums.clone().slice([q..q + 1, 0..w]).reshape([w]));
+        (k(0), k(1), k(2))
     }
 
     /// Every packed row's terms at α: the cost and its first two derivatives per row (per
