@@ -1164,7 +1164,14 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                 finished.fetch_add(1, Ordering::SeqCst);
             }
             // The batch's cells hold its result: its progress has served.
-            let _ = std::fs::remove_file(&path);
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!(
+                        "warning: {}: cannot remove the finished batch's progress ({e})",
+                        path.display()
+                    );
+                }
+            }
             if opts.progress {
                 eprintln!(
                     "batch of {} {} {} {}: {} successes, {:.1} s",

@@ -710,10 +710,9 @@ pub const AUTODIFF_NOT_BUILT: &str =
 pub struct BatchProgress {
     /// The next iteration to run (the number finished).
     pub next_iteration: usize,
-    /// Each instance's knots (rad/s).
+    /// Each instance's knots (rad/s); Adam's coordinates are derived from them
+    /// ([`Parametrization::coordinates`]).
     pub z: Vec<Vec<f64>>,
-    /// Each instance's Adam coordinates ([`crate::control_synthesis::Parametrization`]).
-    pub y: Vec<Vec<f64>>,
     /// Each instance's Adam state.
     pub adam: Vec<Adam>,
     /// Each instance's record so far (its wall time: the iterations it ran, in whichever

@@ -255,7 +255,6 @@ pub fn synthesize_batch_resumable(
     let mut pr = match resume {
         Some(r) => {
             let fits = r.z.len() == n
-                && r.y.len() == n
                 && r.adam.len() == n
                 && r.out.len() == n
                 && r.running.iter().all(|&i| i < n)
@@ -273,7 +272,6 @@ pub fn synthesize_batch_resumable(
         None => BatchProgress {
             next_iteration: 0,
             z: z0.to_vec(),
-            y: z0.iter().map(|z| par.coordinates(z)).collect(),
             adam: z0
                 .iter()
                 .map(|z| Adam::new(z.len(), schedule.step_size))
@@ -282,6 +280,9 @@ pub fn synthesize_batch_resumable(
             running: (0..n).collect(),
         },
     };
+    // Adam's coordinates of the current knots (each update re-derives them from the clamped
+    // knots, so they are a function of the knots).
+    let mut y: Vec<Vec<f64>> = pr.z.iter().map(|z| par.coordinates(z)).collect();
     for it in pr.next_iteration..=iterations {
         if pr.running.is_empty() {
             break;
@@ -319,14 +320,14 @@ pub fn synthesize_batch_resumable(
                 continue;
             }
             pr.adam[i].step_size = schedule.at(it + 1);
-            pr.adam[i].step(&mut pr.y[i], &par.gradient(&g));
+            pr.adam[i].step(&mut y[i], &par.gradient(&g));
             let bound = p.bound();
             pr.z[i] = par
-                .knots(&pr.y[i])
+                .knots(&y[i])
                 .into_iter()
                 .map(|x| x.clamp(-bound, bound))
                 .collect();
-            pr.y[i] = par.coordinates(&pr.z[i]);
+            y[i] = par.coordinates(&pr.z[i]);
             next.push(i);
         }
         pr.running = next;
