@@ -35,6 +35,7 @@ pub mod collision;
 pub mod dynamics;
 pub mod height_field;
 pub mod kinematics;
+pub mod ncp;
 pub mod penalty;
 pub mod plane_box;
 pub mod reverse;
