@@ -12,7 +12,7 @@ use super::pcr::{pcr, Preconditioner, SchurSystem};
 use super::residual::{Friction, Problem};
 
 /// A line-search step below this counts as a stall of the exact Newton direction.
-const STALL_STEP: f64 = 1.0 / 32.0;
+pub const STALL_STEP: f64 = 1.0 / 32.0;
 
 /// Solver settings (from [`super::NcpFbParams`]).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -29,3 +29,4 @@
 
 pub mod dense;
 pub mod residual;
+pub mod solve;
