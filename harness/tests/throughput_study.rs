@@ -265,8 +265,13 @@ fn a_small_study_runs_end_to_end() {
     assert!(flat.iter().all(|&b| b > 0.0), "{flat:?}");
     // O(1) in the budget: one step's adjoint holds the converged solve, not the iterates
     // (15690, 15690, 14882 B at budgets 2, 4, 8).
-    let (lo, hi) = flat.iter().fold((f64::MAX, 0.0f64), |(l, h), &b| (l.min(b), h.max(b)));
-    assert!(hi < 1.25 * lo, "ncp_fb's adjoint grows with the budget: {flat:?}");
+    let (lo, hi) = flat
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), &b| (l.min(b), h.max(b)));
+    assert!(
+        hi < 1.25 * lo,
+        "ncp_fb's adjoint grows with the budget: {flat:?}"
+    );
     if burn {
         let b = budget("soft_convex", "burn-ndarray");
         println!("soft_convex tape against the budget: {b:?}");
@@ -275,7 +280,10 @@ fn a_small_study_runs_end_to_end() {
         // budgets 2, 4, 8; not exactly affine, as the line search's own iterations and the
         // worlds' convergence vary with the budget). ncp_fb's adjoint, above, stays flat.
         assert!(b[0] > 0.0 && b[1] > b[0] && b[2] > b[1], "{b:?}");
-        assert!(b[2] > 1.5 * b[0], "the tape does not hold the iterations: {b:?}");
+        assert!(
+            b[2] > 1.5 * b[0],
+            "the tape does not hold the iterations: {b:?}"
+        );
     }
 
     // Figures and the report.
