@@ -793,6 +793,36 @@ fn synthesize_cell(
     record(cell, &p, &s, row)
 }
 
+/// `resume` where it fits the batch `cells` ([`cs::BatchProgress::check`]); stored progress
+/// that does not (another shape, an inconsistent record) is said and the batch starts over: it
+/// is never applied, and never fails the batch.
+fn fitting(
+    plan: &ControlPlan,
+    cells: &[&ControlCell],
+    resume: Option<cs::BatchProgress>,
+) -> Option<cs::BatchProgress> {
+    let r = resume?;
+    let dims: Option<Vec<usize>> = cells
+        .iter()
+        .map(|c| cell_problem(plan, c).ok().map(|(_, z)| z.len()))
+        .collect();
+    // A cell whose problem cannot be built fails in run_batch, saying why.
+    let Some(dims) = dims else { return Some(r) };
+    match r.check(cells.len(), plan.spec.iterations, &dims) {
+        Ok(()) => Some(r),
+        Err(why) => {
+            eprintln!(
+                "warning: batch of {} {} {} {}: the stored progress does not fit it ({why}); the batch starts over",
+                cells.len(),
+                cells[0].label,
+                cells[0].method.name(),
+                cells[0].parametrization.name()
+            );
+            None
+        }
+    }
+}
+
 /// The rows of a batched method's cells (the same formulation, method, parametrization and
 /// timestep; one seed each), run as one batch ([`cs::synthesize_autodiff`]); a failure of the
 /// batch fails every row with its reason.
@@ -804,9 +834,9 @@ pub fn run_batch(
     after_iteration: &mut dyn FnMut(&cs::BatchProgress),
 ) -> Vec<Row> {
     let mut rows: Vec<Row> = cells.iter().map(|c| identity(plan, c, threads)).collect();
-    let resumed_at = resume.as_ref().map_or(0, |r| r.next_iteration);
     let problems: Result<Vec<(ControlProblem, Vec<f64>)>, String> =
         cells.iter().map(|c| cell_problem(plan, c)).collect();
+    let resumed_at = resume.as_ref().map_or(0, |r| r.next_iteration);
     let outcome = problems.and_then(|ps| {
         let (problems, z0): (Vec<_>, Vec<_>) = ps.into_iter().unzip();
         let s = catch_quietly(|| {
@@ -843,15 +873,48 @@ pub fn run_batch(
     rows
 }
 
-/// A batch's progress as stored between its iterations ([`progress_path`]): the revision and
-/// version that computed it and the batch's cells, so that a resumed batch is the same
-/// computation.
+/// A batch's progress as stored between its iterations ([`progress_path`]): the executable
+/// that computed it ([`build_identity`]), the worker threads it split the batch over (the
+/// shards' sums round differently), the version and the batch's cells, so that a resumed
+/// batch is the same computation. `revision` (the results folder's git revision at run time)
+/// is kept for the reader, not compared: a commit in the working tree does not change the
+/// running executable.
 #[derive(Serialize, Deserialize)]
 struct StoredProgress {
     revision: String,
     version: String,
+    build: String,
+    threads: usize,
     cells: Vec<String>,
     progress: cs::BatchProgress,
+}
+
+/// The running executable's identity: its size and modification time and the features it was
+/// built with, so that progress stored by another build (another commit, uncommitted changes,
+/// a build without `burn`) is never resumed by this one. `None` where the executable cannot be
+/// read (then nothing is resumed).
+fn build_identity() -> Option<String> {
+    let meta = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let features: Vec<&str> = [
+        ("burn", cfg!(feature = "burn")),
+        ("wgpu", cfg!(feature = "wgpu")),
+        ("cuda", cfg!(feature = "cuda")),
+    ]
+    .iter()
+    .filter(|f| f.1)
+    .map(|f| f.0)
+    .collect();
+    Some(format!(
+        "{} bytes, modified {mtime} ns after the epoch, features [{}]",
+        meta.len(),
+        features.join(", ")
+    ))
 }
 
 /// Where a batch's progress is stored between iterations: `progress/<hash of its cells>.cbor`
@@ -869,6 +932,7 @@ fn load_progress(
     path: &Path,
     cells: &[&ControlCell],
     manifest: &Manifest,
+    threads: usize,
 ) -> Option<cs::BatchProgress> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -892,12 +956,24 @@ fn load_progress(
         }
     };
     let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
+    let build = build_identity();
     let why = if stored.cells != ids {
         Some("other cells".to_string())
-    } else if stored.revision != manifest.revision || stored.version != manifest.version {
+    } else if build.as_deref() != Some(stored.build.as_str()) || stored.version != manifest.version
+    {
         Some(format!(
-            "revision {} (version {}), this run is {} ({})",
-            stored.revision, stored.version, manifest.revision, manifest.version
+            "another build (version {}, {}), this run is version {}, {}",
+            stored.version,
+            stored.build,
+            manifest.version,
+            build
+                .as_deref()
+                .unwrap_or("an executable that cannot be read")
+        ))
+    } else if stored.threads != threads {
+        Some(format!(
+            "{} worker threads, this run has {threads} (the batch's sums would round differently)",
+            stored.threads
         ))
     } else {
         None
@@ -912,30 +988,29 @@ fn load_progress(
     Some(stored.progress)
 }
 
-/// Store a batch's progress at `path` (atomically); a failure is said on standard error and
-/// the batch goes on (only an interruption would then cost its iterations).
+/// Store a batch's progress at `path` (atomically). A failure is returned in words; the
+/// caller says it (once per batch) and the batch goes on (only an interruption would then cost
+/// its iterations). An executable whose identity cannot be read stores nothing.
 fn store_progress(
     path: &Path,
     cells: &[&ControlCell],
     manifest: &Manifest,
+    threads: usize,
     progress: &cs::BatchProgress,
-) {
+) -> Result<(), String> {
+    let build = build_identity().ok_or("the executable's identity cannot be read")?;
     let stored = StoredProgress {
         revision: manifest.revision.clone(),
         version: manifest.version.clone(),
+        build,
+        threads,
         cells: cells.iter().map(|c| c.id.clone()).collect(),
         progress: progress.clone(),
     };
     let mut bytes = Vec::new();
-    let result = ciborium::into_writer(&stored, &mut bytes)
+    ciborium::into_writer(&stored, &mut bytes)
         .map_err(|e| e.to_string())
-        .and_then(|()| write_atomic(path, &bytes).map_err(|e| e.to_string()));
-    if let Err(e) = result {
-        eprintln!(
-            "warning: {}: cannot store the batch's progress ({e}); an interruption would restart it",
-            path.display()
-        );
-    }
+        .and_then(|()| write_atomic(path, &bytes).map_err(|e| e.to_string()))
 }
 
 /// Set a row's status and reason from a cell's outcome and fill the columns it left empty.
@@ -1141,7 +1216,8 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
             }
             let t0 = std::time::Instant::now();
             let path = progress_path(dir, cells);
-            let resume = load_progress(&path, cells, &manifest);
+            let resume = fitting(plan, cells, load_progress(&path, cells, &manifest, opts.jobs));
+            let resuming = resume.is_some();
             if let (Some(r), true) = (&resume, opts.progress) {
                 eprintln!(
                     "batch of {} {} {} {}: resuming at iteration {} (stored progress)",
@@ -1152,7 +1228,21 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                     r.next_iteration
                 );
             }
-            let mut keep = |p: &cs::BatchProgress| store_progress(&path, cells, &manifest, p);
+            // Whether this run stored progress, and whether it said it could not.
+            let (mut stored, mut said) = (false, false);
+            let mut keep = |p: &cs::BatchProgress| {
+                match store_progress(&path, cells, &manifest, opts.jobs, p) {
+                    Ok(()) => stored = true,
+                    Err(e) if !said => {
+                        said = true;
+                        eprintln!(
+                            "warning: {}: cannot store the batch's progress ({e}); an interruption would restart it",
+                            path.display()
+                        );
+                    }
+                    Err(_) => {}
+                }
+            };
             let rows = run_batch(plan, cells, opts.jobs, resume, &mut keep);
             for (cell, mut row) in cells.iter().zip(rows) {
                 row.set_f64("peak_rss_mib", crate::metrics::peak_rss_mib());
@@ -1163,13 +1253,16 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             }
-            // The batch's cells hold its result: its progress has served.
-            if let Err(e) = std::fs::remove_file(&path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!(
+            // The batch's cells hold its result: the progress it resumed from or stored has
+            // served. Progress this run neither used nor wrote (another build's, which this one
+            // did not resume) is left alone.
+            if stored || resuming {
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => eprintln!(
                         "warning: {}: cannot remove the finished batch's progress ({e})",
                         path.display()
-                    );
+                    ),
+                    _ => {}
                 }
             }
             if opts.progress {

@@ -4,6 +4,8 @@
 #![cfg(feature = "burn")]
 
 mod common;
+
+use ciborium::Value;
 use common::{contactlab, spawn_contactlab, stderr};
 
 const TINY: &str = "\
@@ -130,6 +132,11 @@ fn an_interrupted_batch_resumes_from_its_last_iteration() {
     };
     child.wait().unwrap();
     assert!(stored, "the run ended before storing any progress");
+    let saved: Vec<(std::ffi::OsString, Vec<u8>)> = std::fs::read_dir(&progress)
+        .unwrap()
+        .flatten()
+        .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+        .collect();
     assert_eq!(
         std::fs::read_dir(tmp.path().join("results/clitest/cells")).map_or(0, |d| d.count()),
         0,
@@ -150,4 +157,59 @@ fn an_interrupted_batch_resumes_from_its_last_iteration() {
         assert!(r["batch_resumed_at"].as_u64().unwrap() >= 1, "{r}");
     }
     assert_eq!(std::fs::read_dir(&progress).map_or(0, |d| d.count()), 0);
+
+    // The same progress as another build stored it, or edited so that it no longer fits the
+    // batch: said, never applied, never a failed row; the batch starts over and ends as the
+    // uninterrupted run.
+    let cases: [(&str, &dyn Fn(&mut Vec<(Value, Value)>)); 2] = [
+        ("another build", &|m| {
+            set(m, "build", Value::Text("another binary".into()))
+        }),
+        ("does not fit it", &|m| {
+            let Some((_, Value::Map(p))) =
+                m.iter_mut().find(|(k, _)| k.as_text() == Some("progress"))
+            else {
+                panic!("no progress in the stored file")
+            };
+            set(p, "next_iteration", Value::Integer(99.into()));
+        }),
+    ];
+    for (said, edit) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("tiny.yaml"), &config).unwrap();
+        let progress = tmp.path().join("results/clitest/progress");
+        std::fs::create_dir_all(&progress).unwrap();
+        for (name, bytes) in &saved {
+            let mut v: Value = ciborium::from_reader(bytes.as_slice()).unwrap();
+            let Value::Map(m) = &mut v else {
+                panic!("not a map")
+            };
+            edit(m);
+            let mut out = Vec::new();
+            ciborium::into_writer(&v, &mut out).unwrap();
+            std::fs::write(progress.join(name), out).unwrap();
+        }
+        let o = contactlab(&["run", "tiny.yaml", "--jobs", "2"], tmp.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(said) && err.contains("the batch starts over"),
+            "{said}: {err}"
+        );
+        assert!(!err.contains("resuming at iteration"), "{err}");
+        assert_eq!(
+            autodiff_results(&tmp.path().join("results/clitest")),
+            expected,
+            "{said}"
+        );
+    }
+}
+
+/// Set `key` of a CBOR map to `value`.
+fn set(m: &mut [(Value, Value)], key: &str, value: Value) {
+    let (_, v) = m
+        .iter_mut()
+        .find(|(k, _)| k.as_text() == Some(key))
+        .unwrap_or_else(|| panic!("no {key}"));
+    *v = value;
 }

@@ -722,6 +722,52 @@ pub struct BatchProgress {
     pub running: Vec<usize>,
 }
 
+impl BatchProgress {
+    /// Whether this progress can resume a batch of `n` instances with knot vectors of lengths
+    /// `dims` and an `iterations` budget: every per-instance list has `n` entries with the
+    /// right lengths, the running instances are distinct valid indices, the next iteration is
+    /// within the budget, and each record holds exactly the iterations it ran (a running
+    /// instance one loss per finished iteration, a stopped one at most that many).
+    ///
+    /// # Errors
+    /// What does not fit, in words.
+    pub fn check(&self, n: usize, iterations: usize, dims: &[usize]) -> Result<(), String> {
+        let it = self.next_iteration;
+        if self.z.len() != n || self.adam.len() != n || self.out.len() != n {
+            return Err(format!(
+                "{} instances stored, the batch has {n}",
+                self.z.len()
+            ));
+        }
+        if it > iterations + 1 {
+            return Err(format!(
+                "stored at iteration {it}, the batch has {iterations} iterations"
+            ));
+        }
+        if let Some(i) = (0..n).find(|&i| self.z[i].len() != dims[i]) {
+            return Err(format!(
+                "instance {i} has {} knots stored, the batch {}",
+                self.z[i].len(),
+                dims[i]
+            ));
+        }
+        let sorted = self.running.windows(2).all(|w| w[0] < w[1]);
+        if !sorted || self.running.iter().any(|&i| i >= n) {
+            return Err("the running instances are not distinct indices of the batch".into());
+        }
+        for (i, o) in self.out.iter().enumerate() {
+            let runs = self.running.binary_search(&i).is_ok();
+            let k = o.losses.len();
+            if (runs && k != it) || k > it || o.objectives.len() != k || o.unconverged.len() != k {
+                return Err(format!(
+                    "instance {i}'s record holds {k} evaluated iterates at iteration {it}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// [`synthesize`] for every problem at once with [`GradientMethod::Autodiff`], the problems
 /// one batch of worlds ([`crate::control_synthesis_batched::synthesize_batch_resumable`]; each
 /// [`Synthesis::wall_s`] is then the whole batch's time over the iterations the instance ran),

@@ -254,17 +254,10 @@ pub fn synthesize_batch_resumable(
     let n = problems.len();
     let mut pr = match resume {
         Some(r) => {
-            let fits = r.z.len() == n
-                && r.adam.len() == n
-                && r.out.len() == n
-                && r.running.iter().all(|&i| i < n)
-                && r.next_iteration <= iterations + 1
-                && r.z.iter().zip(z0).all(|(a, b)| a.len() == b.len());
-            if !fits {
+            let dims: Vec<usize> = z0.iter().map(Vec::len).collect();
+            if let Err(why) = r.check(n, iterations, &dims) {
                 return Err(format!(
-                    "autodiff synthesis: the stored progress is not this batch's ({} instances at iteration {}, the batch has {n} instances and {iterations} iterations)",
-                    r.z.len(),
-                    r.next_iteration
+                    "autodiff synthesis: the stored progress is not this batch's ({why})"
                 ));
             }
             r
