@@ -793,36 +793,6 @@ fn synthesize_cell(
     record(cell, &p, &s, row)
 }
 
-/// `resume` where it fits the batch `cells` ([`cs::BatchProgress::check`]); stored progress
-/// that does not (another shape, an inconsistent record) is said and the batch starts over: it
-/// is never applied, and never fails the batch.
-fn fitting(
-    plan: &ControlPlan,
-    cells: &[&ControlCell],
-    resume: Option<cs::BatchProgress>,
-) -> Option<cs::BatchProgress> {
-    let r = resume?;
-    let dims: Option<Vec<usize>> = cells
-        .iter()
-        .map(|c| cell_problem(plan, c).ok().map(|(_, z)| z.len()))
-        .collect();
-    // A cell whose problem cannot be built fails in run_batch, saying why.
-    let Some(dims) = dims else { return Some(r) };
-    match r.check(cells.len(), plan.spec.iterations, &dims) {
-        Ok(()) => Some(r),
-        Err(why) => {
-            eprintln!(
-                "warning: batch of {} {} {} {}: the stored progress does not fit it ({why}); the batch starts over",
-                cells.len(),
-                cells[0].label,
-                cells[0].method.name(),
-                cells[0].parametrization.name()
-            );
-            None
-        }
-    }
-}
-
 /// The rows of a batched method's cells (the same formulation, method, parametrization and
 /// timestep; one seed each), run as one batch ([`cs::synthesize_autodiff`]); a failure of the
 /// batch fails every row with its reason.
@@ -831,11 +801,41 @@ pub fn run_batch(
     cells: &[&ControlCell],
     threads: usize,
     resume: Option<cs::BatchProgress>,
+    progress: bool,
     after_iteration: &mut dyn FnMut(&cs::BatchProgress),
 ) -> Vec<Row> {
     let mut rows: Vec<Row> = cells.iter().map(|c| identity(plan, c, threads)).collect();
     let problems: Result<Vec<(ControlProblem, Vec<f64>)>, String> =
         cells.iter().map(|c| cell_problem(plan, c)).collect();
+    let what = format!(
+        "batch of {} {} {} {}",
+        cells.len(),
+        cells[0].label,
+        cells[0].method.name(),
+        cells[0].parametrization.name()
+    );
+    // Stored progress that does not fit this batch (another shape, an inconsistent record,
+    // [`cs::BatchProgress::check`]) is said and the batch starts over: it is never applied, and
+    // never fails the batch. (A cell whose problem cannot be built fails the batch below.)
+    let resume = match (&problems, resume) {
+        (Ok(ps), Some(r)) => {
+            let dims: Vec<usize> = ps.iter().map(|(_, z)| z.len()).collect();
+            match r.check(cells.len(), plan.spec.iterations, &dims) {
+                Ok(()) => Some(r),
+                Err(why) => {
+                    eprintln!("warning: {what}: the stored progress does not fit it ({why}); the batch starts over");
+                    None
+                }
+            }
+        }
+        (_, r) => r,
+    };
+    if let (Some(r), true) = (&resume, progress) {
+        eprintln!(
+            "{what}: resuming at iteration {} (stored progress)",
+            r.next_iteration
+        );
+    }
     let resumed_at = resume.as_ref().map_or(0, |r| r.next_iteration);
     let outcome = problems.and_then(|ps| {
         let (problems, z0): (Vec<_>, Vec<_>) = ps.into_iter().unzip();
@@ -875,10 +875,10 @@ pub fn run_batch(
 
 /// A batch's progress as stored between its iterations ([`progress_path`]): the executable
 /// that computed it ([`build_identity`]), the worker threads it split the batch over (the
-/// shards' sums round differently), the version and the batch's cells, so that a resumed
-/// batch is the same computation. `revision` (the results folder's git revision at run time)
-/// is kept for the reader, not compared: a commit in the working tree does not change the
-/// running executable.
+/// shards' sums round differently) and the batch's cells, so that a resumed batch is the same
+/// computation. `revision` (the results folder's git revision at run time) and `version` are
+/// kept for the reader, not compared: a commit in the working tree does not change the running
+/// executable, and another version is another executable.
 #[derive(Serialize, Deserialize)]
 struct StoredProgress {
     revision: String,
@@ -928,12 +928,7 @@ pub fn progress_path(dir: &Path, cells: &[&ControlCell]) -> PathBuf {
 /// The stored progress of the batch `cells` at `path`, if it was computed by this revision
 /// and version for exactly these cells; anything else is said on standard error and the batch
 /// starts over (its result would not be one computation).
-fn load_progress(
-    path: &Path,
-    cells: &[&ControlCell],
-    manifest: &Manifest,
-    threads: usize,
-) -> Option<cs::BatchProgress> {
+fn load_progress(path: &Path, cells: &[&ControlCell], threads: usize) -> Option<cs::BatchProgress> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -959,13 +954,11 @@ fn load_progress(
     let build = build_identity();
     let why = if stored.cells != ids {
         Some("other cells".to_string())
-    } else if build.as_deref() != Some(stored.build.as_str()) || stored.version != manifest.version
-    {
+    } else if build.as_deref() != Some(stored.build.as_str()) {
         Some(format!(
-            "another build (version {}, {}), this run is version {}, {}",
+            "another build (version {}, {}), this run is {}",
             stored.version,
             stored.build,
-            manifest.version,
             build
                 .as_deref()
                 .unwrap_or("an executable that cannot be read")
@@ -1216,18 +1209,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
             }
             let t0 = std::time::Instant::now();
             let path = progress_path(dir, cells);
-            let resume = fitting(plan, cells, load_progress(&path, cells, &manifest, opts.jobs));
-            let resuming = resume.is_some();
-            if let (Some(r), true) = (&resume, opts.progress) {
-                eprintln!(
-                    "batch of {} {} {} {}: resuming at iteration {} (stored progress)",
-                    cells.len(),
-                    cells[0].label,
-                    cells[0].method.name(),
-                    cells[0].parametrization.name(),
-                    r.next_iteration
-                );
-            }
+            let resume = load_progress(&path, cells, opts.jobs);
             // Whether this run stored progress, and whether it said it could not.
             let (mut stored, mut said) = (false, false);
             let mut keep = |p: &cs::BatchProgress| {
@@ -1243,7 +1225,9 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
                     Err(_) => {}
                 }
             };
-            let rows = run_batch(plan, cells, opts.jobs, resume, &mut keep);
+            let rows = run_batch(plan, cells, opts.jobs, resume, opts.progress, &mut keep);
+            // Resumed: the rows say from which iteration (progress is stored after one at least).
+            let resumed = rows.iter().any(|r| r.u64("batch_resumed_at") > 0);
             for (cell, mut row) in cells.iter().zip(rows) {
                 row.set_f64("peak_rss_mib", crate::metrics::peak_rss_mib());
                 if let Err(e) = write_cell(dir, &cell.id, &row) {
@@ -1256,7 +1240,7 @@ pub fn run(plan: &ControlPlan, opts: &RunOptions) -> Result<RunSummary, ResultsE
             // The batch's cells hold its result: the progress it resumed from or stored has
             // served. Progress this run neither used nor wrote (another build's, which this one
             // did not resume) is left alone.
-            if stored || resuming {
+            if stored || resumed {
                 match std::fs::remove_file(&path) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => eprintln!(
                         "warning: {}: cannot remove the finished batch's progress ({e})",
