@@ -140,7 +140,7 @@ fn dot<B: Backend>(a: impl Iterator<Item = S<B>>) -> S<B> {
     a.fold(S::zero(), |acc, x| acc + x)
 }
 
-/// Per-world max(x, y) (x where x ≥ y; y where y is NaN is not needed: inputs are finite).
+/// Per-world max(x, y): y where x < y, else x (`f64::max` for finite inputs, which these are).
 pub fn max<B: Backend>(x: &S<B>, y: &S<B>) -> S<B> {
     x.lt(y).select(y, x)
 }
@@ -233,20 +233,27 @@ impl<B: Backend> Problem<B> {
         };
         let jac = mode.is_some();
         let vel = self.row_velocities(u);
-        // A complementarity row: r = φ_ε(gap + h (v + ρ w p), h w p) / h.
-        let comp = |row: usize, gap: &S<B>, w: &S<B>, rho: &S<B>, lin: &mut Linearization<B>| {
+        // A complementarity row: r = φ_ε(gap + h (v + ρ w p), h w p) / h, written into `lin`
+        // at `row - base` (a contact's rows go to a small block of their own first).
+        let comp = |row: usize,
+                    base: usize,
+                    gap: &S<B>,
+                    w: &S<B>,
+                    rho: &S<B>,
+                    lin: &mut Linearization<B>| {
             let a = gap + &(&(&vel[row] + &(&(rho * w) * &p[row])) * h);
             let b = &(w * h) * &p[row];
             let (phi, da, db) = fb(&a, &b, self.eps_fb);
-            lin.r[row] = phi / h;
+            let at = row - base;
+            lin.r[at] = phi / h;
             if jac {
-                lin.r_p[row][row] = &(&db + &(rho * &da)) * w;
-                lin.r_vel[row][row] = da;
+                lin.r_p[at][at] = &(&db + &(rho * &da)) * w;
+                lin.r_vel[at][at] = da;
             }
         };
         for b in &self.blocks {
             match b {
-                Block::Limit { row, dist, w } => comp(*row, dist, w, &S::C(0.0), &mut lin),
+                Block::Limit { row, dist, w } => comp(*row, 0, dist, w, &S::C(0.0), &mut lin),
                 Block::Servo { row, alpha, bias } => {
                     let row = *row;
                     lin.r[row] = &(&vel[row] + &(alpha * &p[row])) + bias;
@@ -266,23 +273,25 @@ impl<B: Backend> Problem<B> {
                 } => {
                     let row = *row;
                     let rows = if *friction { 3 } else { 1 };
+                    // The contact's own rows × rows block (row `row` at 0), then chosen per
+                    // world: inactive slots get r = p, ∂r/∂p = I, ∂r/∂v = 0.
                     let mut own = Linearization {
-                        r: vec![S::zero(); nl],
-                        r_vel: zeros(dim),
-                        r_p: zeros(dim),
+                        r: vec![S::zero(); rows],
+                        r_vel: zeros(if jac { rows } else { 0 }),
+                        r_p: zeros(if jac { rows } else { 0 }),
                     };
-                    comp(row, gap, wn, &self.rho_n, &mut own);
+                    comp(row, row, gap, wn, &self.rho_n, &mut own);
                     if *friction {
                         self.natural_map_rows(row, mu, wt, &vel, p, mode, &mut own);
                     }
-                    // Inactive slots: r = p, ∂r/∂p = I, ∂r/∂v = 0.
-                    for i in row..row + rows {
-                        lin.r[i] = active.select(&own.r[i], &p[i]);
+                    for i in 0..rows {
+                        lin.r[row + i] = active.select(&own.r[i], &p[row + i]);
                         if jac {
-                            for k in row..row + rows {
+                            for k in 0..rows {
                                 let id = S::C(if i == k { 1.0 } else { 0.0 });
-                                lin.r_p[i][k] = active.select(&own.r_p[i][k], &id);
-                                lin.r_vel[i][k] = active.select(&own.r_vel[i][k], &S::zero());
+                                lin.r_p[row + i][row + k] = active.select(&own.r_p[i][k], &id);
+                                lin.r_vel[row + i][row + k] =
+                                    active.select(&own.r_vel[i][k], &S::zero());
                             }
                         }
                     }
@@ -293,7 +302,8 @@ impl<B: Backend> Problem<B> {
     }
 
     /// Friction rows (R3), the natural map of the friction disk, of the contact whose normal
-    /// row is `row` ([`crate::ncp_fb::residual`]'s `natural_map_rows`, same operations).
+    /// row is `row` ([`crate::ncp_fb::residual`]'s `natural_map_rows`, same operations),
+    /// written into the contact's own 3 × 3 block `lin` (the normal row at 0).
     #[allow(clippy::too_many_arguments)]
     fn natural_map_rows(
         &self,
@@ -305,9 +315,11 @@ impl<B: Backend> Problem<B> {
         mode: Option<Friction>,
         lin: &mut Linearization<B>,
     ) {
-        let f = [row + 1, row + 2];
-        let pf = [p[f[0]].clone(), p[f[1]].clone()];
-        let t = [vel[f[0]].clone(), vel[f[1]].clone()];
+        // Global rows read, local rows (in the contact's block) written.
+        let g = [row + 1, row + 2];
+        let f = [1, 2];
+        let pf = [p[g[0]].clone(), p[g[1]].clone()];
+        let t = [vel[g[0]].clone(), vel[g[1]].clone()];
         let rho = &self.rho_f;
         let rw = rho * wt;
         let y: [S<B>; 2] = std::array::from_fn(|i| &t[i] + &(&pf[i] * &rw));
@@ -356,7 +368,7 @@ impl<B: Backend> Problem<B> {
                 // ∂r_f/∂p_n = −w_t μ ẑ where sliding with p_n > 0.
                 let d_pn = &zh[i] * &(&(-wt) * mu);
                 let on = slide.and(&p[row].gt(&S::C(0.0)));
-                lin.r_p[f[i]][row] = on.select(&d_pn, &S::zero());
+                lin.r_p[f[i]][0] = on.select(&d_pn, &S::zero());
             }
         }
     }
