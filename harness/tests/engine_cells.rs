@@ -87,9 +87,10 @@ fn engine_and_worlds_are_sweep_axes_in_the_id() {
     }
 }
 
-/// ncp_fb on a batched engine is skipped (not batched before part 3) with the reason; the
-/// cpu cells and the batched penalty run (or, in a build without `burn`, are skipped naming
-/// the feature); worlds > 1 on the cpu engine count every world in `steps_per_s`.
+/// ncp_fb with `linear_solver: pcr` on a batched engine (whose ncp_fb solves densely) is
+/// skipped with the reason; the cpu cells and the batched penalty run (or, in a build without
+/// `burn`, are skipped naming the feature); worlds > 1 on the cpu engine count every world in
+/// `steps_per_s`.
 #[test]
 fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
@@ -98,7 +99,10 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
             "  timestep: [0.002]\n",
             "  timestep: [0.002]\n  engine: [cpu, burn-ndarray]\n  worlds: [1, 3]\n",
         )
-        .replace("  - name: soft_convex\n", "  - name: ncp_fb\n");
+        .replace(
+            "  - name: soft_convex\n",
+            "  - name: ncp_fb\n    linear_solver: pcr\n",
+        );
     let p = plan_of(tmp.path(), &text);
     let out = tmp.path().join("results");
     let opts = RunOptions {
@@ -119,17 +123,16 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
         let status = r.str("status");
         match (engine, formulation) {
             ("cpu", _) => assert_eq!(status, "ok", "{}", r.str("reason")),
-            ("burn-ndarray", "ncp_fb") => {
+            ("burn-ndarray", "ncp_fb") if burn => {
                 assert_eq!(status, "skipped");
                 assert!(
-                    r.str("reason")
-                        .contains("formulation 'ncp_fb' is not batched yet"),
+                    r.str("reason").contains("linear_solver: pcr"),
                     "{}",
                     r.str("reason")
                 );
             }
             ("burn-ndarray", "penalty") if burn => assert_eq!(status, "ok", "{}", r.str("reason")),
-            ("burn-ndarray", "penalty") => {
+            ("burn-ndarray", _) => {
                 assert_eq!(status, "skipped");
                 assert!(
                     r.str("reason").contains("--features burn"),

@@ -78,13 +78,20 @@ fn a_small_study_runs_end_to_end() {
         );
         assert_eq!(r.str("status") == "ok", r.str("reason").is_empty());
     }
-    // The batched engine lacks ncp_fb (part 3): skipped on every pass, reason naming it.
+    // The batched ncp_fb steps forward (issue 17, part 3) but has no reverse mode yet: its
+    // forward cells run on burn-ndarray, its forward+backward and tape cells are skipped
+    // saying so (or, without the engine's feature, naming the feature).
     for r in rows_where(&rows, |r| {
         r.str("label") == "ncp_fb" && r.str("engine") != "cpu"
     }) {
+        let forward = r.str("pass") == "forward" && r.u64("iteration_budget") == 0;
+        if burn && r.str("engine") == "burn-ndarray" && forward {
+            assert_eq!(r.str("status"), "ok", "{}", r.str("reason"));
+            continue;
+        }
         assert_eq!(r.str("status"), "skipped");
         assert!(
-            r.str("reason").contains("'ncp_fb' is not batched")
+            r.str("reason").contains("its adjoint as a custom backward")
                 || r.str("reason").contains("--features"),
             "{}",
             r.str("reason")

@@ -270,16 +270,17 @@ impl EngineEntry {
     }
 }
 
-/// The scene class the batched engines run (issues 15 and 16): the `penalty`, `soft_convex`
-/// and `signorini` formulations on fixed-topology models of free bodies and hinge/slide chains
+/// The scene class the batched engines run (issues 15 to 17): the `penalty`, `soft_convex`,
+/// `signorini` and `ncp_fb` formulations on fixed-topology models of free bodies and hinge/slide chains
 /// whose colliding pairs are a plane against a sphere, capsule, box or line-contact cylinder
 /// (the wheeled robot's wheels, [`crate::model::Geom::line_contact_as_point`]), a sphere
 /// against a box, a wheel against a box, or a static height field (on the world body) against
 /// a wheel (issue 17, `batched::height_field`), without equality constraints. Box–box,
 /// wheel–wheel and height field–box pairs (the robot's chassis and an obstacle or the
 /// terrain) are admitted without a collision rule: a world where they come within reach ends
-/// with that reason (`batched::collision::Outside`), as does one where a wheel leaves the
-/// closed forms.
+/// with that reason (`batched::collision::Outside`; for ncp_fb, whose speculative detection
+/// distance grows with speed, where the cpu engine's rules give the pair a contact row in that
+/// world), as does one where a wheel leaves the closed forms.
 /// `Err` names the first
 /// formulation, joint, geom, pair or constraint outside it. Always compiled, so that a build
 /// without the burn features explains the same cells the same way.
@@ -290,9 +291,12 @@ impl EngineEntry {
 pub fn batched_support(formulation: &str, model: &Model) -> Result<(), String> {
     use crate::geometry::GeomShape;
     use crate::model::JointKind;
-    if !matches!(formulation, "penalty" | "soft_convex" | "signorini") {
+    if !matches!(
+        formulation,
+        "penalty" | "soft_convex" | "signorini" | "ncp_fb"
+    ) {
         return Err(format!(
-            "formulation '{formulation}' is not batched yet (penalty, soft_convex and signorini are)"
+            "formulation '{formulation}' is not batched (penalty, soft_convex, signorini and ncp_fb are)"
         ));
     }
     for j in &model.joints {

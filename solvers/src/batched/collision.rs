@@ -40,6 +40,12 @@ pub struct Outside<B: Backend> {
     pub pair: usize,
     /// Per world: outside the class at this step.
     pub worlds: M<B>,
+    /// Whether the pair is one the batched engine does not collide (box–box,
+    /// cylinder–cylinder, height field–box), flagged where it comes within a conservative
+    /// reach; `false` for a closed form outside its domain. Only an uncollided pair's flag can
+    /// be refined by asking the cpu engine whether the pair has a contact there
+    /// ([`crate::ncp_fb::NcpFb::pair_has_rows`]).
+    pub uncollided: bool,
     /// Why, for the step report.
     pub reason: &'static str,
 }
@@ -55,7 +61,8 @@ impl<B: Backend> Outside<B> {
 }
 
 /// The candidates of pair `pair` = `(g0, g1)` in MuJoCo's order (lower geom type first) with
-/// detection distance `detect` (m), appended to `out`: a plane against a sphere, capsule, box
+/// detection distance `detect` (m, per world; `detect_max` ≥ its largest value in any world, for
+/// the height field's fixed window), appended to `out`: a plane against a sphere, capsule, box
 /// or line-contact cylinder ([`plane_pair`]), a sphere against a box ([`sphere_box`]), a
 /// line-contact cylinder against a box ([`super::wheel::cylinder_box`]), a static height field
 /// against a line-contact cylinder ([`super::height_field::wheel_candidates`]; the field's
@@ -73,7 +80,7 @@ pub fn pair_candidates<B: Backend>(
     k: &Kin<B>,
     pair: usize,
     (g0, g1): (usize, usize),
-    detect: f64,
+    (detect, detect_max): (&S<B>, f64),
     out: &mut Vec<Candidate<B>>,
     outside: &mut Vec<Outside<B>>,
 ) {
@@ -114,13 +121,20 @@ pub fn pair_candidates<B: Backend>(
             pair,
             (g0, g1),
             (*radius, *half_length),
-            detect,
+            (detect, detect_max),
             out,
             outside,
         ),
         (GeomShape::HeightField { .. }, GeomShape::Box { half }) => outside.push(Outside {
             pair,
-            worlds: super::height_field::box_in_reach(fields, k, (g0, g1), half, detect),
+            uncollided: true,
+            worlds: super::height_field::box_in_reach(
+                fields,
+                k,
+                (g0, g1),
+                half,
+                (detect, detect_max),
+            ),
             reason:
                 "a box corner reaches a height field triangle (box–height field is not batched)",
         }),
@@ -151,6 +165,7 @@ pub fn pair_candidates<B: Backend>(
         }
         (GeomShape::Box { half: ha }, GeomShape::Box { half: hb }) => outside.push(Outside {
             pair,
+            uncollided: true,
             worlds: boxes_in_reach(
                 (&k.geom_xpos[g0], &geom_rot(k, g0), ha),
                 (&k.geom_xpos[g1], &geom_rot(k, g1), hb),
@@ -169,10 +184,11 @@ pub fn pair_candidates<B: Backend>(
             },
         ) => {
             let d = sub3(&k.geom_xpos[g1], &k.geom_xpos[g0]);
-            let reach = r0.hypot(*l0) + r1.hypot(*l1) + detect;
+            let reach = detect + (r0.hypot(*l0) + r1.hypot(*l1));
             outside.push(Outside {
                 pair,
-                worlds: dot3(&d, &d).gt(&S::C(reach * reach)).not(),
+                uncollided: true,
+                worlds: dot3(&d, &d).gt(&(&reach * &reach)).not(),
                 reason: "two cylinders' bounding spheres meet (cylinder–cylinder is not batched)",
             });
         }
@@ -201,17 +217,37 @@ pub fn all_candidates<B: Backend>(
     compiled: &crate::compiled::CompiledModel,
     k: &Kin<B>,
 ) -> (Vec<Candidate<B>>, Vec<Outside<B>>) {
+    let detect: Vec<(S<B>, f64)> = compiled
+        .pairs
+        .iter()
+        .map(|pr| {
+            let d = pr.material.margin + pr.material.gap;
+            (S::C(d), d)
+        })
+        .collect();
+    all_candidates_within(model, compiled, k, &detect)
+}
+
+/// The candidates of every pair of `compiled` (in pair order), pair `i` with detection distance
+/// `detect[i].0` (m, per world) of which `detect[i].1` bounds the largest (the cpu engine's
+/// [`crate::collision::detect_with_pair_margin`], whose widening ncp_fb's speculative contacts
+/// make per world), and the worlds where a pair left the class ([`pair_candidates`]).
+pub fn all_candidates_within<B: Backend>(
+    model: &Model,
+    compiled: &crate::compiled::CompiledModel,
+    k: &Kin<B>,
+    detect: &[(S<B>, f64)],
+) -> (Vec<Candidate<B>>, Vec<Outside<B>>) {
     let (mut cands, mut outside) = (Vec::new(), Vec::new());
     let mut fields = super::height_field::Fields::new(compiled);
     for (i, pr) in compiled.pairs.iter().enumerate() {
-        let detect = pr.material.margin + pr.material.gap;
         pair_candidates(
             model,
             &mut fields,
             k,
             i,
             (pr.geoms[0], pr.geoms[1]),
-            detect,
+            (&detect[i].0, detect[i].1),
             &mut cands,
             &mut outside,
         );
@@ -237,7 +273,7 @@ pub fn sphere_box<B: Backend>(
     bpos: &V3<B>,
     rot: &M3<B>,
     half: &crate::model::Vec3,
-    detect: f64,
+    detect: &S<B>,
 ) -> Candidate<B> {
     let size = [half.x, half.y, half.z];
     let d = sub3(spos, bpos);
@@ -262,7 +298,7 @@ pub fn sphere_box<B: Backend>(
     let tmp: V3<B> = std::array::from_fn(|i| {
         small.select(&S::C(if i == 0 { 1.0 } else { 0.0 }), &(&tmp0[i] * &inv))
     });
-    let found = (&dist - r).gt(&S::C(detect)).not();
+    let found = (&dist - r).gt(detect).not();
     // Centre inside the box (dist ≤ 1e-15): the nearest face, the first of equals.
     let inside = dist.gt(&S::C(1e-15)).not();
     let mut closest = S::C((size[0] + size[1] + size[2]) * 2.0);
@@ -308,7 +344,7 @@ pub fn plane_pair<B: Backend>(
     k: &Kin<B>,
     pair: usize,
     (g0, g1): (usize, usize),
-    detect: f64,
+    detect: &S<B>,
     out: &mut Vec<Candidate<B>>,
 ) {
     let n = column(&qmat(&k.geom_xquat[g0]), 2);
@@ -318,7 +354,7 @@ pub fn plane_pair<B: Backend>(
         GeomShape::Sphere { radius } => {
             // mjc_PlaneSphere: dist = (c − p)·n − r, point = c + n (−dist/2 − r).
             let cdist = dot3(&sub3(gpos, pp), &n);
-            let found = cdist.le(&S::C(detect + radius));
+            let found = cdist.le(&(detect + *radius));
             let dist = &cdist - *radius;
             let s = -(&dist / 2.0) - *radius;
             out.push(Candidate {
@@ -338,7 +374,7 @@ pub fn plane_pair<B: Backend>(
             let axis = scale3(&column(&rot, 2), &S::C(*half_length));
             for end in [add3(gpos, &axis), sub3(gpos, &axis)] {
                 let dist = dot3(&sub3(&end, pp), &n) - *radius;
-                let found = dist.le(&S::C(detect));
+                let found = dist.le(detect);
                 let s = -(&dist / 2.0) - *radius;
                 out.push(Candidate {
                     pair,

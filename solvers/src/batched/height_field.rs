@@ -151,7 +151,7 @@ fn window<B: Backend>(
     t: &FieldTable,
     centre: &V3<B>,
     half: &V3<B>,
-    d: f64,
+    d: &S<B>,
     size: usize,
 ) -> Window<B> {
     let lo: V3<B> = std::array::from_fn(|a| &(&centre[a] - &half[a]) - d);
@@ -315,7 +315,7 @@ pub fn wheel_candidates<B: Backend>(
     pair: usize,
     (g0, g1): (usize, usize),
     (radius, half_length): (f64, f64),
-    detect: f64,
+    (detect, detect_max): (&S<B>, f64),
     out: &mut Vec<Candidate<B>>,
     outside: &mut Vec<Outside<B>>,
 ) {
@@ -336,8 +336,8 @@ pub fn wheel_candidates<B: Backend>(
         let across = safe_sqrt(&(&(&rot[a][0] * &rot[a][0]) + &(&rot[a][2] * &rot[a][2])));
         &(&across * radius) + &(rot[a][1].abs() * half_length)
     });
-    let size = window_size(t, radius.hypot(half_length), detect);
-    let win = window(t, &pos12.t, &half, detect.max(0.0), size);
+    let size = window_size(t, radius.hypot(half_length), detect_max);
+    let win = window(t, &pos12.t, &half, &detect.max_c(0.0), size);
     let g = gather(t, &table, &win, size, worlds, &device);
     let visited = g
         .active
@@ -352,7 +352,13 @@ pub fn wheel_candidates<B: Backend>(
         t: std::array::from_fn(|a| g.rep(&cyl.t[a])),
         r: std::array::from_fn(|a| g.rep(&cyl.r[a])),
     };
-    let ends = plane_cylinder_manifold(&plane, &normal, &cyl_rep, (radius, half_length), detect);
+    let ends = plane_cylinder_manifold(
+        &plane,
+        &normal,
+        &cyl_rep,
+        (radius, half_length),
+        &g.rep(detect),
+    );
     let kept: Vec<M<B>> = ends
         .iter()
         .map(|e| {
@@ -363,12 +369,14 @@ pub fn wheel_candidates<B: Backend>(
         .collect();
     outside.push(Outside {
         pair,
+        uncollided: false,
         worlds: win.overflow.clone(),
         reason: "the height field cells under a wheel exceed the batched window",
     });
     let (slots, count) = compact(&g, &kept, &ends, &device);
     outside.push(Outside {
         pair,
+        uncollided: false,
         worlds: count.gt(&S::C(SLOTS as f64)),
         reason: "a wheel has more than 6 contact points on the height field (the batched engine keeps 6)",
     });
@@ -551,7 +559,7 @@ pub fn box_in_reach<B: Backend>(
     k: &Kin<B>,
     (g0, g1): (usize, usize),
     half: &Vec3,
-    detect: f64,
+    (detect, detect_max): (&S<B>, f64),
 ) -> M<B> {
     const WIDEN: f64 = 1e-9;
     let probe = like(&k.geom_xpos[g1]);
@@ -565,8 +573,8 @@ pub fn box_in_reach<B: Backend>(
     let h = [half.x, half.y, half.z];
     let ext: V3<B> =
         std::array::from_fn(|a| (0..3).fold(S::C(WIDEN), |acc, j| acc + rot[a][j].abs() * h[j]));
-    let size = window_size(t, half.norm() + WIDEN, detect);
-    let win = window(t, &pos12.t, &ext, detect.max(0.0), size);
+    let size = window_size(t, half.norm() + WIDEN, detect_max);
+    let win = window(t, &pos12.t, &ext, &detect.max_c(0.0), size);
     let g = gather(t, &table, &win, size, worlds, &device);
     let visited = g
         .active
@@ -585,7 +593,7 @@ pub fn box_in_reach<B: Backend>(
         let corner: V3<B> =
             std::array::from_fn(|a| g.rep(&(&k.geom_xpos[g1][a] + &dot3(&brot[a], &c))));
         let dist = dot3(&sub3(&corner, &pos), &n);
-        let near = dist.le(&S::C(detect + WIDEN));
+        let near = dist.le(&g.rep(&(detect + WIDEN)));
         let mid: V3<B> = std::array::from_fn(|a| &corner[a] - &(&n[a] * &(&dist * 0.5)));
         touch = touch.or(&near.and(&over_triangle(&g, k, g0, &mid, 1e-10)));
     }

@@ -1,9 +1,10 @@
-//! The batched engine on burn (issues 15 and 16): many worlds of one model as tensors, generic
+//! The batched engine on burn (issues 15 to 17): many worlds of one model as tensors, generic
 //! over burn's backend, so that one code path runs on CPU (ndarray, f64) in tests and on GPUs
 //! (wgpu, CUDA, f32) for throughput, and burn's autodiff gives reverse-mode gradients through
 //! whole rollouts (DESIGN.md, "Two engines, one set of definitions").
 //!
-//! Scope: the `penalty`, `soft_convex` and `signorini` formulations on the class
+//! Scope: the `penalty`, `soft_convex`, `signorini` and `ncp_fb` ([`ncp`], forward only so
+//! far) formulations on the class
 //! [`crate::engine::batched_support`] admits (free bodies and hinge/slide chains; a plane
 //! against spheres, capsules, boxes and wheels, a sphere against a box, a wheel against a box
 //! ([`wheel`]) and against a static height field ([`height_field`]); no equality constraints). Each
@@ -525,6 +526,9 @@ pub fn stepper(
     if formulation == "penalty" {
         return penalty_stepper(name, params, model, initial, worlds).map_err(named);
     }
+    if formulation == "ncp_fb" {
+        return ncp_stepper(name, params, model, initial, worlds).map_err(named);
+    }
     let (batch, reference) = soft_batch(formulation, params, model).map_err(named)?;
     match name {
         "burn-ndarray" => Ok(Box::new(
@@ -604,7 +608,7 @@ pub fn soft_batch(
         }
         other => {
             return Err(unsupported(format!(
-                "formulation '{other}' is not batched (penalty, soft_convex and signorini are)"
+                "formulation '{other}' has no batched soft solver (soft_convex and signorini do)"
             )))
         }
     })
@@ -614,6 +618,61 @@ pub fn soft_batch(
 ///
 /// # Errors
 /// Bad parameters ([`EngineError::Unsupported`] naming them), or an engine this build lacks.
+/// The batched `ncp_fb` ([`ncp::BatchedNcp`]) on engine `name`.
+///
+/// # Errors
+/// Bad parameters, or one the batched ncp_fb does not implement ([`ncp::NcpBatch::new`]), as
+/// [`EngineError::Unsupported`] naming it.
+fn ncp_stepper(
+    name: &str,
+    params: &serde_json::Value,
+    model: &Model,
+    initial: &State,
+    worlds: usize,
+) -> Result<Box<dyn Stepper>, EngineError> {
+    let unsupported = |element: String| EngineError::Unsupported {
+        engine: "burn",
+        element,
+    };
+    let p: crate::ncp_fb::NcpFbParams = crate::formulation::parse_params("ncp_fb", params)
+        .map_err(|e| unsupported(e.to_string()))?;
+    let reference = crate::ncp_fb::NcpFb::new(p.clone()).map_err(|e| unsupported(e.to_string()))?;
+    let batch = ncp::NcpBatch::new(model, p).map_err(|e| unsupported(format!("ncp_fb: {e}")))?;
+    let reference = Box::new(reference) as Box<dyn Formulation>;
+    match name {
+        "burn-ndarray" => Ok(Box::new(
+            ncp::BatchedNcp::<NdArrayF64>::new(
+                "burn-ndarray",
+                batch,
+                reference,
+                initial,
+                worlds,
+                Default::default(),
+            )
+            .with_shards(cpu_shards(worlds)),
+        )),
+        #[cfg(feature = "wgpu")]
+        "burn-wgpu" => Ok(Box::new(ncp::BatchedNcp::<WgpuF32>::new(
+            "burn-wgpu",
+            batch,
+            reference,
+            initial,
+            worlds,
+            Default::default(),
+        ))),
+        #[cfg(feature = "cuda")]
+        "burn-cuda" => Ok(Box::new(ncp::BatchedNcp::<CudaF32>::new(
+            "burn-cuda",
+            batch,
+            reference,
+            initial,
+            worlds,
+            Default::default(),
+        ))),
+        other => Err(crate::engine::find(other)?.not_built()),
+    }
+}
+
 fn penalty_stepper(
     name: &str,
     params: &serde_json::Value,

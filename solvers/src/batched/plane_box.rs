@@ -61,7 +61,7 @@ pub fn candidates<B: Backend>(
     gpos: &V3<B>,
     rot: &M3<B>,
     half: &Vec3,
-    detect: f64,
+    detect: &S<B>,
     out: &mut Vec<Candidate<B>>,
 ) {
     let cdist = dot3(&sub3(gpos, pp), n);
@@ -97,7 +97,7 @@ pub fn candidates<B: Backend>(
         });
         let ldist = dot3(n, &v);
         let dist = &cdist + &ldist;
-        let valid = dist.gt(&S::C(detect)).or(&ldist.gt(&S::C(0.0))).not();
+        let valid = dist.gt(detect).or(&ldist.gt(&S::C(0.0))).not();
         let kept = valid.and(&room);
         for (j, s) in slot_of.iter_mut().enumerate() {
             s.push(kept.and(&exactly[j]));

@@ -62,6 +62,11 @@ impl Program {
             element,
         };
         crate::engine::batched_support(formulation, model).map_err(unsupported)?;
+        if formulation == "ncp_fb" {
+            return Err(unsupported(
+                "ncp_fb: reverse mode on the batched engine (its adjoint as a custom backward) is not built yet; the batched ncp_fb steps forward, the cpu engine's adjoint differentiates it".into(),
+            ));
+        }
         if formulation == "penalty" {
             if iteration_budget.is_some() {
                 return Err(unsupported(

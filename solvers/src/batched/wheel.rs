@@ -170,7 +170,7 @@ pub fn plane_cylinder<B: Backend>(
     plane: &Pose<B>,
     cyl: &Pose<B>,
     (radius, half_length): (f64, f64),
-    detect: f64,
+    detect: &S<B>,
     out: &mut Vec<Candidate<B>>,
     outside: &mut Vec<Outside<B>>,
 ) {
@@ -180,6 +180,7 @@ pub fn plane_cylinder<B: Backend>(
     let (e0, e1, cap) = plane_cylinder_ends(plane, &normal, cyl, (radius, half_length), detect);
     outside.push(Outside {
         pair,
+        uncollided: false,
         worlds: cap,
         reason: "a wheel's cap faces the plane (the cpu engine uses parry's cap square there)",
     });
@@ -197,7 +198,7 @@ pub(crate) fn plane_cylinder_ends<B: Backend>(
     normal: &V3<B>,
     cyl: &Pose<B>,
     (radius, half_length): (f64, f64),
-    detect: f64,
+    detect: &S<B>,
 ) -> (End<B>, End<B>, M<B>) {
     let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
     let pos12 = plane.inv_mul(cyl);
@@ -206,9 +207,7 @@ pub(crate) fn plane_cylinder_ends<B: Backend>(
     // The generator segment while |dir.y| < 1/2, else a cap square.
     let cap = dir[1].abs().lt(&S::C(0.5)).not();
     let centre_dist = dot3(&sub3(&cyl.t, &plane.t), normal);
-    let reach = (&centre_dist - radius.hypot(half_length))
-        .gt(&S::C(detect))
-        .not();
+    let reach = (&centre_dist - radius.hypot(half_length)).gt(detect).not();
     // glam's `DVec2::try_normalize` of (dir.x, dir.z).
     let len = safe_sqrt(&(&(&dir[0] * &dir[0]) + &(&dir[2] * &dir[2])));
     let rcp = S::C(1.0) / &cap.select(&S::C(1.0), &len);
@@ -220,7 +219,7 @@ pub(crate) fn plane_cylinder_ends<B: Backend>(
         let on_plane: V3<B> = [v21[0].clone(), v21[1].clone(), &v21[2] - &gap];
         let (p0, p1) = (plane.point(&on_plane), cyl.point(&vtx));
         End {
-            found: gap.le(&S::C(detect)).and(&cap.not()),
+            found: gap.le(detect).and(&cap.not()),
             point: std::array::from_fn(|i| &(&p0[i] + &p1[i]) * 0.5),
             normal: normal.clone(),
             gap,
@@ -243,7 +242,7 @@ pub(crate) fn plane_cylinder_manifold<B: Backend>(
     normal: &V3<B>,
     cyl: &Pose<B>,
     (radius, half_length): (f64, f64),
-    detect: f64,
+    detect: &S<B>,
 ) -> [End<B>; 4] {
     let z: V3<B> = [S::C(0.0), S::C(0.0), S::C(1.0)];
     let pos12 = plane.inv_mul(cyl);
@@ -284,7 +283,7 @@ pub(crate) fn plane_cylinder_manifold<B: Backend>(
         let exists = if k < 2 { M::C(true) } else { cap.clone() };
         k += 1;
         End {
-            found: gap.le(&S::C(detect)).and(&exists),
+            found: gap.le(detect).and(&exists),
             point: std::array::from_fn(|i| &(&p0[i] + &p1[i]) * 0.5),
             normal: normal.clone(),
             gap,
@@ -300,7 +299,7 @@ pub fn cylinder_box<B: Backend>(
     bpos: &V3<B>,
     brot: &M3<B>,
     half: &Vec3,
-    detect: f64,
+    detect: &S<B>,
     out: &mut Vec<Candidate<B>>,
     outside: &mut Vec<Outside<B>>,
 ) {
@@ -341,7 +340,7 @@ pub fn cylinder_box<B: Backend>(
         let q = add3(cyl.center, &scale3(&a, s));
         let w = sub3(&q, &scale3(&m_perp, &(S::C(cyl.radius) / &mpn_safe)));
         End {
-            found: gap.le(&S::C(detect)).and(counts),
+            found: gap.le(detect).and(counts),
             point: sub3(&w, &scale3(&m, &(&gap * 0.5))),
             normal: std::array::from_fn(|i| -&m[i]),
             gap,
@@ -353,12 +352,11 @@ pub fn cylinder_box<B: Backend>(
     // sphere.
     let clamped: V3<B> = std::array::from_fn(|i| c_l[i].max_c(-e[i]).min_c(e[i]));
     let d = sub3(&c_l, &clamped);
-    let reach = (safe_sqrt(&dot3(&d, &d)) - cyl.bound())
-        .gt(&S::C(detect))
-        .not();
+    let reach = (safe_sqrt(&dot3(&d, &d)) - cyl.bound()).gt(detect).not();
     let inside = off.and(&reach);
     outside.push(Outside {
         pair,
+        uncollided: false,
         worlds: inside.clone(),
         reason: "a wheel meets the box outside the closed form's domain (a cap, a skewed or deep contact; the cpu engine uses parry there)",
     });
@@ -380,7 +378,7 @@ pub fn cylinder_box<B: Backend>(
 pub fn boxes_in_reach<B: Backend>(
     (pa, ra, ha): (&V3<B>, &M3<B>, &Vec3),
     (pb, rb, hb): (&V3<B>, &M3<B>, &Vec3),
-    detect: f64,
+    detect: &S<B>,
 ) -> M<B> {
     let t = sub3(pb, pa);
     let ax: [V3<B>; 3] = std::array::from_fn(|i| column(ra, i));
@@ -392,7 +390,7 @@ pub fn boxes_in_reach<B: Backend>(
     let mut test = |l: V3<B>| {
         let len = safe_sqrt(&dot3(&l, &l));
         let gap = dot3(&t, &l).abs() - radius(&l, &ax, ha) - radius(&l, &bx, hb);
-        separated = separated.or(&gap.gt(&(&len * detect.max(0.0))));
+        separated = separated.or(&gap.gt(&(&len * &detect.max_c(0.0))));
     };
     for l in ax.iter().chain(&bx) {
         test(l.clone());

@@ -128,18 +128,35 @@ pub fn detect_with_pair_margin(
 ) -> Vec<Contact> {
     let mut out = Vec::new();
     for (g0, g1) in broad_phase::filtered_pairs(model) {
-        let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);
-        let mut wide = material;
-        let e = extra(g0, g1);
-        wide.margin += if e.is_finite() { e.max(0.0) } else { 0.0 };
-        if !broad_phase::bounds_overlap(model, kin, g0, g1, wide.margin + wide.gap) {
-            continue;
-        }
-        let first = out.len();
-        narrow_phase::collide_pair(model, kin, g0, g1, &wide, &mut out);
-        for c in &mut out[first..] {
-            c.material = material;
-        }
+        detect_pair_with_margin(model, kin, (g0, g1), extra(g0, g1), &mut out);
     }
     out
+}
+
+/// The contacts of one filtered pair `(g0, g1)` (lower geom index first, as
+/// [`broad_phase::filtered_pairs`] gives them) with its detection distance widened by `extra`
+/// (m; negative or non-finite values count as 0), appended to `out`: one pair of
+/// [`detect_with_pair_margin`].
+pub fn detect_pair_with_margin(
+    model: &crate::model::Model,
+    kin: &crate::kinematics::Kinematics,
+    (g0, g1): (usize, usize),
+    extra: f64,
+    out: &mut Vec<Contact>,
+) {
+    let material = mix_materials(&model.geoms[g0].material, &model.geoms[g1].material);
+    let mut wide = material;
+    wide.margin += if extra.is_finite() {
+        extra.max(0.0)
+    } else {
+        0.0
+    };
+    if !broad_phase::bounds_overlap(model, kin, g0, g1, wide.margin + wide.gap) {
+        return;
+    }
+    let first = out.len();
+    narrow_phase::collide_pair(model, kin, g0, g1, &wide, out);
+    for c in &mut out[first..] {
+        c.material = material;
+    }
 }

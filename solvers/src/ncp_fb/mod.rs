@@ -433,31 +433,10 @@ impl NcpFb {
             model.options.gravity.norm() * h * h
         };
         for (ci, c) in contacts.iter().enumerate() {
-            let condim = if c.material.condim >= 3 { 3 } else { 1 };
-            let mut jac: Vec<DVector<f64>> = contact_rows(
-                model, &kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
-            )
-            .into_iter()
-            .map(|r| r.jac)
-            .collect();
-            // A speculative candidate beyond the detection margin keeps its rows only if its
-            // own closing bound reaches it (module doc, "Speculative contacts").
-            let gap = c.gap - c.material.margin;
-            if self.params.speculative
-                && gap > self.params.detection_margin
-                && gap
-                    > self.params.detection_margin
-                        + speculative::closing_bound(jac[0].dot(v), h, g_h2)
-            {
+            let Some(jac) = self.contact_jacobian(model, &kin, v, (ci, c), h, g_h2) else {
                 continue;
-            }
-            // Rows no dof can move (module doc, "Degenerate rows"): a contact whose normal row
-            // is zero gets no rows; friction rows that are both zero are dropped.
-            if is_zero_row(&jac[0]) {
-                continue;
-            }
-            let friction = condim == 3 && !(is_zero_row(&jac[1]) && is_zero_row(&jac[2]));
-            jac.truncate(if friction { 3 } else { 1 });
+            };
+            let friction = jac.len() == 3;
             let row = rows.len();
             rows.extend(jac);
             let block = Block::Contact {
@@ -525,6 +504,83 @@ impl NcpFb {
             block_contact: pending.iter().map(|(_, c)| *c).collect(),
             contacts,
             kin,
+        })
+    }
+
+    /// The Jacobian rows that contact `c` (the `ci`-th detected at kinematics `kin`) gets in a
+    /// step of `h` (s) from velocities `v`, `g_h2` = h² |g| (m): its normal row and, for
+    /// condim ≥ 3 unless both are zero, its two tangent rows; `None` where it gets none (a
+    /// speculative candidate whose closing bound does not reach it, a zero normal row; module
+    /// doc, "Degenerate rows", and [`speculative`]).
+    fn contact_jacobian(
+        &self,
+        model: &Model,
+        kin: &Kinematics,
+        v: &DVector<f64>,
+        (ci, c): (usize, &Contact),
+        h: f64,
+        g_h2: f64,
+    ) -> Option<Vec<DVector<f64>>> {
+        let condim = if c.material.condim >= 3 { 3 } else { 1 };
+        let mut jac: Vec<DVector<f64>> = contact_rows(
+            model, kin, v, ci, c.bodies, &c.point, &c.frame, c.gap, condim,
+        )
+        .into_iter()
+        .map(|r| r.jac)
+        .collect();
+        // A speculative candidate beyond the detection margin keeps its rows only if its
+        // own closing bound reaches it (module doc, "Speculative contacts").
+        let gap = c.gap - c.material.margin;
+        if self.params.speculative
+            && gap > self.params.detection_margin
+            && gap
+                > self.params.detection_margin + speculative::closing_bound(jac[0].dot(v), h, g_h2)
+        {
+            return None;
+        }
+        // Rows no dof can move (module doc, "Degenerate rows"): a contact whose normal row
+        // is zero gets no rows; friction rows that are both zero are dropped.
+        if is_zero_row(&jac[0]) {
+            return None;
+        }
+        let friction = condim == 3 && !(is_zero_row(&jac[1]) && is_zero_row(&jac[2]));
+        jac.truncate(if friction { 3 } else { 1 });
+        Some(jac)
+    }
+
+    /// Whether the step at `(q, v)` over `h` (s) gives geoms `(g0, g1)` (a filtered pair, lower
+    /// index first) any contact row: [`Self::assemble`]'s detection, merge and row rules for that
+    /// one pair. The batched engine asks it in the worlds where a pair it does not collide
+    /// comes within its conservative reach ([`crate::batched::ncp`]).
+    pub fn pair_has_rows(
+        &self,
+        model: &Model,
+        q: &DVector<f64>,
+        v: &DVector<f64>,
+        h: f64,
+        (g0, g1): (usize, usize),
+    ) -> bool {
+        if model.options.disable.contact {
+            return false;
+        }
+        let kin = forward_kinematics(model, q);
+        let extra = self.params.detection_margin
+            + if self.params.speculative {
+                speculative::Bounds::new(model, &kin, v, h).pair(g0, g1)
+            } else {
+                0.0
+            };
+        let mut found = Vec::new();
+        crate::collision::detect_pair_with_margin(model, &kin, (g0, g1), extra, &mut found);
+        let found = reduce::merge_duplicates(found, self.params.merge_distance);
+        let g_h2 = if model.options.disable.gravity {
+            0.0
+        } else {
+            model.options.gravity.norm() * h * h
+        };
+        found.iter().enumerate().any(|(ci, c)| {
+            self.contact_jacobian(model, &kin, v, (ci, c), h, g_h2)
+                .is_some()
         })
     }
 

@@ -168,6 +168,63 @@ struct Raw<B: Backend> {
     active: M<B>,
 }
 
+/// Per dof, whether it moves each body `(nbody × nv)` (the dofs of the body's chain).
+pub fn moved_by(model: &Model) -> Vec<Vec<bool>> {
+    (0..model.bodies.len())
+        .map(|body| {
+            let mut m = vec![false; model.nv];
+            for d in body_dofs(model, body) {
+                m[d] = true;
+            }
+            m
+        })
+        .collect()
+}
+
+/// The contact Jacobian rows `(dim × nv)` at `point` (m, world) in the frame rows `frame`
+/// `(n, t1, t2)` for bodies `(b0, b1)`, MuJoCo's `mj_contactJacobian` as the cpu engine's
+/// [`crate::constraint::contact_rows`]: the point Jacobians of the two bodies
+/// (`v_O + ω × p` per dof moving the body, `moved` from [`moved_by`]), second minus first;
+/// rows 0–2 the frame rows on the linear part, rows 3–5 (torsional, rolling) on the angular
+/// part, each `frame_row · column` summed left to right. Units: m/s (rad/s for rows 3–5) per
+/// unit dof velocity.
+pub fn frame_jacobian<B: Backend>(
+    k: &Kin<B>,
+    moved: &[Vec<bool>],
+    (b0, b1): (usize, usize),
+    point: &V3<B>,
+    frame: &[V3<B>; 3],
+    dim: usize,
+) -> Vec<Vec<S<B>>> {
+    let nv = moved[0].len();
+    let point_jac = |body: usize, j: usize| -> (V3<B>, V3<B>) {
+        if moved[body][j] {
+            let sd = &k.cdof[j];
+            (add3(&lin(sd), &cross3(&ang(sd), point)), ang(sd))
+        } else {
+            (
+                [S::zero(), S::zero(), S::zero()],
+                [S::zero(), S::zero(), S::zero()],
+            )
+        }
+    };
+    let cols: Vec<(V3<B>, V3<B>)> = (0..nv)
+        .map(|j| {
+            let (l1, a1) = point_jac(b0, j);
+            let (l2, a2) = point_jac(b1, j);
+            (sub3(&l2, &l1), sub3(&a2, &a1))
+        })
+        .collect();
+    (0..dim)
+        .map(|r| {
+            let axis = &frame[r % 3];
+            cols.iter()
+                .map(|(l, a)| dot3(axis, if r < 3 { l } else { a }))
+                .collect()
+        })
+        .collect()
+}
+
 /// Assemble the rows at placements `k`, velocities `v` `(nv)`, with the contact candidates
 /// `cands` (from [`crate::batched::collision::pair_candidates`], in pair order).
 #[allow(clippy::too_many_arguments)]
@@ -251,15 +308,7 @@ pub fn assemble<B: Backend>(
         }
     }
 
-    let moved: Vec<Vec<bool>> = (0..model.bodies.len())
-        .map(|body| {
-            let mut m = vec![false; nv];
-            for d in body_dofs(model, body) {
-                m[d] = true;
-            }
-            m
-        })
-        .collect();
+    let moved = moved_by(model);
     let mut contacts = Vec::new();
     for c in cands {
         let pr = &compiled.pairs[c.pair];
@@ -277,37 +326,8 @@ pub fn assemble<B: Backend>(
             _ => None,
         };
         let frame = contact_frame(&c.normal, hint.as_ref());
-        // The point Jacobians (3 × nv) of the two bodies at the contact point, second minus first
-        // (`point_jacobian`: v_O + ω × p per dof moving the body).
-        let point_jac = |body: usize, j: usize| -> (V3<B>, V3<B>) {
-            if moved[body][j] {
-                let sd = &k.cdof[j];
-                (add3(&lin(sd), &cross3(&ang(sd), &c.point)), ang(sd))
-            } else {
-                (
-                    [S::zero(), S::zero(), S::zero()],
-                    [S::zero(), S::zero(), S::zero()],
-                )
-            }
-        };
         let (b0, b1) = (pr.bodies[0], pr.bodies[1]);
-        let cols: Vec<(V3<B>, V3<B>)> = (0..nv)
-            .map(|j| {
-                let (l1, a1) = point_jac(b0, j);
-                let (l2, a2) = point_jac(b1, j);
-                (sub3(&l2, &l1), sub3(&a2, &a1))
-            })
-            .collect();
-        // Frame rows: n, t1, t2 on the linear part; n, t1, t2 on the angular part (torsional and
-        // rolling), each `frame_row · column` summed left to right.
-        let jf: Vec<Vec<S<B>>> = (0..dim)
-            .map(|r| {
-                let axis = &frame[r % 3];
-                cols.iter()
-                    .map(|(l, a)| dot3(axis, if r < 3 { l } else { a }))
-                    .collect()
-            })
-            .collect();
+        let jf = frame_jacobian(k, &moved, (b0, b1), &c.point, &frame, dim);
         let tran = inv.body[b0][0] + inv.body[b1][0];
         let rot = inv.body[b0][1] + inv.body[b1][1];
         let d_normal = impedance(&m.solimp, &c.gap, margin);
