@@ -184,8 +184,8 @@ fn box_traversal_agrees_with_the_cpu_engine() {
 
 /// The robot on the height-field terrain: the wheels' contacts from the batched height-field
 /// collider with the speculative detection distance per world (its window sized by the
-/// largest), two starts in one batch, over 2 s (mesh_terrain's steps take 53–83 Newton
-/// iterations on average, the slowest world sets the batch's).
+/// largest), two starts in one batch, over 1 s (its steps take ~44 Newton iterations on
+/// average and up to ~320, and the slowest world sets the batch's: 2 s took 210 s here).
 #[test]
 fn mesh_terrain_on_its_height_field_agrees_with_the_cpu_engine() {
     let d = check_over(
@@ -194,7 +194,7 @@ fn mesh_terrain_on_its_height_field_agrees_with_the_cpu_engine() {
             json!({"collider": "heightfield"}),
             json!({"collider": "heightfield", "start": [0.5, -0.4], "start_yaw": 0.3}),
         ],
-        2.0,
+        1.0,
     );
     assert!(d.max_iterations > 0);
 }
