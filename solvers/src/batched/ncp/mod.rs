@@ -40,6 +40,7 @@
 //! projection), `linear_solver: pcr`, equality rows (the batched scene class has none); and
 //! reverse mode (the adjoint), so far.
 
+pub mod adjoint;
 pub mod assemble;
 pub mod dense;
 pub mod residual;

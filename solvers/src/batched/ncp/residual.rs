@@ -326,7 +326,9 @@ impl<B: Backend> Problem<B> {
         let z: [S<B>; 2] = std::array::from_fn(|i| &pf[i] - &(&y[i] / wt));
         let pn = p[row].max_c(0.0);
         let radius = mu * &pn;
-        let zn = (&(&z[0] * &z[0]) + &(&z[1] * &z[1])).sqrt();
+        // √ whose derivative stays finite at z = 0 (sticking worlds with zero impulses and slip,
+        // inert slots): reverse mode through the unselected branch would give 0 · ∞.
+        let zn = crate::batched::collision::safe_sqrt(&(&(&z[0] * &z[0]) + &(&z[1] * &z[1])));
         let point = radius.le(&S::C(0.0));
         let stick = point.not().and(&zn.le(&radius));
         let slide = point.not().and(&stick.not());
