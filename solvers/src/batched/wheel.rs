@@ -68,6 +68,17 @@ pub(crate) struct End<B: Backend> {
     pub(crate) gap: S<B>,
 }
 
+/// Two line-contact ends whose gaps differ by at most this (m) tie ([`push_merged`]).
+pub const TIE_GAP: f64 = 1e-9;
+
+/// `x` with its autodiff tape cut (the same value).
+fn detached<B: Backend>(x: &S<B>) -> S<B> {
+    match x {
+        S::C(c) => S::C(*c),
+        S::T(t) => S::T(t.clone().detach()),
+    }
+}
+
 /// Push the two slots of a line contact (module doc) for `pair`.
 fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Candidate<B>>) {
     let same = (S::C(1.0) - dot3(&e0.normal, &e1.normal))
@@ -81,7 +92,17 @@ fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Ca
     let deep_normal: V3<B> =
         std::array::from_fn(|i| first_deeper.select(&e0.normal[i], &e1.normal[i]));
     let normal = std::array::from_fn(|i| both.select(&deep_normal[i], &e0.normal[i]));
-    let gap = both.select(&first_deeper.select(&e0.gap, &e1.gap), &e0.gap);
+    // The merged gap is the deeper end's (a min). Where the two ends tie within TIE_GAP (a
+    // level wheel on a plane or a box top: every step of box_traversal's straight drive) that
+    // min has no derivative, and its derivative is taken as the two ends' mean (the symmetric
+    // element of the min's Clarke subdifferential, which central differences of the cpu
+    // engine's step return), with the value unchanged to the last bit: `detach(deep) + (sym −
+    // detach(sym))`.
+    let deep = first_deeper.select(&e0.gap, &e1.gap);
+    let tie = (&e0.gap - &e1.gap).abs().le(&S::C(TIE_GAP));
+    let sym = tie.select(&(&(&e0.gap + &e1.gap) * 0.5), &deep);
+    let deep = &detached(&deep) + &(&sym - &detached(&sym));
+    let gap = both.select(&deep, &e0.gap);
     out.push(Candidate {
         pair,
         found: e0.found,
