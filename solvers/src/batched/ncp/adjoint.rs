@@ -310,6 +310,10 @@ fn constant<A: AutodiffBackend>(x: &S<A::InnerBackend>) -> S<A> {
     }
 }
 
+/// A loss's partials with respect to state k: `(k, q_k, v_k) ↦ (∂L/∂q_k, ∂L/∂v_k)`, each a
+/// per-coordinate tensor over the worlds.
+pub type StateGrad<'a, B> = dyn Fn(usize, &[S<B>], &[S<B>]) -> (Vec<S<B>>, Vec<S<B>>) + 'a;
+
 /// One backward sweep over `tape` (recorded on `A`'s inner backend) for the loss whose
 /// partials with respect to state k (k = 0…N) are `state_grad(k, q_k, v_k) = (∂L/∂q_k,
 /// ∂L/∂v_k)`, per coordinate over the worlds (module doc).
@@ -317,11 +321,7 @@ pub fn backward<A: AutodiffBackend>(
     b: &NcpBatch,
     tape: &Tape<A::InnerBackend>,
     device: &A::Device,
-    state_grad: &dyn Fn(
-        usize,
-        &[S<A::InnerBackend>],
-        &[S<A::InnerBackend>],
-    ) -> (Vec<S<A::InnerBackend>>, Vec<S<A::InnerBackend>>),
+    state_grad: &StateGrad<'_, A::InnerBackend>,
 ) -> Gradient<A::InnerBackend> {
     let (h, w, n) = (tape.h, tape.worlds, tape.len());
     let model = &b.model;
