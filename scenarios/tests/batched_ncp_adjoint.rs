@@ -113,6 +113,11 @@ fn compare(scene: &str, params: &[Value], seconds: f64) -> Compared {
             (vec![S::C(0.0); nq], vec![S::C(0.0); nv])
         }
     });
+    assert!(
+        g.failed_solves.iter().all(|&f| f == 0),
+        "{scene}: {:?}",
+        g.failed_solves
+    );
     let read = |xs: &[S<Nd>]| -> Vec<Vec<f64>> { xs.iter().map(|s| download(s, worlds)).collect() };
     let (gq0, gv0) = (read(&g.q0), read(&g.v0));
     let gc: Vec<Vec<Vec<f64>>> = g.controls.iter().map(|c| read(c)).collect();

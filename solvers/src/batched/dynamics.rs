@@ -303,6 +303,24 @@ pub fn integrate_quat<B: Backend>(q: &mut [S<B>], adr: usize, w: &V3<B>, h: f64)
 /// Advance positions `q` `(nq)` by velocities `v` `(nv)` over `h` s (MuJoCo
 /// `mj_integratePos`; [`crate::dynamics::integrate_positions`]).
 pub fn integrate_positions<B: Backend>(model: &Model, q: &mut [S<B>], v: &[S<B>], h: f64) {
+    integrate_with(model, q, v, h, integrate_quat);
+}
+
+/// [`integrate_positions`] with [`integrate_quat_smooth`] for free joints' rotations: the same
+/// values to rounding, a derivative in ω that is right everywhere (for reverse sweeps that use
+/// only this map's derivatives, [`crate::batched::ncp::adjoint`]).
+pub fn integrate_positions_smooth<B: Backend>(model: &Model, q: &mut [S<B>], v: &[S<B>], h: f64) {
+    integrate_with(model, q, v, h, integrate_quat_smooth);
+}
+
+/// The joint loop of [`integrate_positions`], a free joint's rotation by `quat`.
+fn integrate_with<B: Backend>(
+    model: &Model,
+    q: &mut [S<B>],
+    v: &[S<B>],
+    h: f64,
+    quat: fn(&mut [S<B>], usize, &V3<B>, f64),
+) {
     for j in &model.joints {
         let (qa, da) = (j.qpos_adr, j.dof_adr);
         match j.kind {
@@ -312,9 +330,32 @@ pub fn integrate_positions<B: Backend>(model: &Model, q: &mut [S<B>], v: &[S<B>]
                     q[qa + i] = &q[qa + i] + &(&v[da + i] * h);
                 }
                 let w = [v[da + 3].clone(), v[da + 4].clone(), v[da + 5].clone()];
-                integrate_quat(q, qa + 3, &w, h);
+                quat(q, qa + 3, &w, h);
             }
             JointKind::Ball => unreachable!("engine::batched_support refuses ball joints"),
         }
     }
+}
+
+/// The quaternion at `q[adr..adr + 4]` times `(cos(|ω| h/2), ω sin(|ω| h/2)/|ω|)` (the exact
+/// rotation by the body-frame ω over h, as [`integrate_quat`] without its normalization), by
+/// the Taylor series of cos x and sin x / x (to x⁴) where `x = |ω| h/2 < 1e-4`, so that the
+/// map is smooth in ω everywhere. [`integrate_quat`] takes a fixed axis below |ω| = 1e-15, to
+/// the cpu engine's last bit; its value there is right and its derivative in ω is not (a box at
+/// rest whose contact solve leaves |ω| ~ 1e-17 passes a wrong one). The two agree to rounding.
+/// The caller normalizes the quaternion if it needs to.
+pub fn integrate_quat_smooth<B: Backend>(q: &mut [S<B>], adr: usize, w: &V3<B>, h: f64) {
+    // x² = (|ω| h/2)², smooth in ω.
+    let x2 = &dot3(w, w) * (h * h / 4.0);
+    let small = x2.lt(&S::C(1e-8));
+    let x = small.select(&S::C(1.0), &x2).sqrt();
+    let (c_big, s_big) = (x.cos(), &(x.sin() / &x) * (h / 2.0));
+    let c_small = &(S::C(1.0) - &(&x2 / 2.0)) + &(&(&x2 * &x2) / 24.0);
+    let s_small = &(&(S::C(1.0) - &(&x2 / 6.0)) + &(&(&x2 * &x2) / 120.0)) * (h / 2.0);
+    let c = small.select(&c_small, &c_big);
+    let s = small.select(&s_small, &s_big);
+    let r: Q4<B> = [c, &w[0] * &s, &w[1] * &s, &w[2] * &s];
+    let cur: Q4<B> = std::array::from_fn(|i| q[adr + i].clone());
+    let out = super::spatial::qmul(&cur, &r);
+    q[adr..adr + 4].clone_from_slice(&out);
 }

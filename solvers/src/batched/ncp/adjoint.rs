@@ -38,7 +38,15 @@
 //! no-op on the values to the last bit or two), so the derivative with respect to the raw
 //! coordinates is that of the normalizing kinematics and integrator, as the cpu adjoint's
 //! central differences see them (which step past the 1e-15 threshold below which the forward
-//! code skips the normalization).
+//! code skips the normalization), and positions advance by
+//! [`crate::batched::dynamics::integrate_positions_smooth`], whose rotation increment has the
+//! right derivative in ω at |ω| < 1e-15 (the forward increment's fixed axis there does not:
+//! a box at rest whose contact solve leaves |ω| ~ 1e-17 gave 2e-2 errors on box_slide).
+//!
+//! What the gradient cannot be trusted through is counted per world, never dropped silently:
+//! unconverged and failed forward steps ([`Tape::unconverged`], [`Tape::failed`]; the sweep
+//! differentiates a failed world's step as if it had moved) and steps whose Newton matrix had
+//! no finite pseudo-inverse ([`Gradient::failed_solves`]).
 
 use burn_tensor::backend::{AutodiffBackend, Backend};
 use burn_tensor::Tensor;
@@ -46,9 +54,9 @@ use burn_tensor::Tensor;
 use super::assemble::NcpBatch;
 use super::residual::Problem;
 use super::stepper::step;
+use crate::batched::dynamics::integrate_positions_smooth;
 use crate::batched::kinematics::quat_norm;
 use crate::batched::scalar::S;
-use crate::batched::spatial::{qmul, Q4};
 use crate::model::{JointKind, Model};
 use crate::ncp_fb::residual::Friction;
 
@@ -75,7 +83,8 @@ pub struct Tape<B: Backend> {
     /// Per world: steps that ended unconverged (the gradient through them is not a
     /// derivative).
     pub unconverged: Vec<usize>,
-    /// Per world: steps that failed (no iterate; the state was held).
+    /// Per world: steps that failed (no iterate; the state was held). The sweep's derivative
+    /// through such a step is not that of the held state.
     pub failed: Vec<usize>,
 }
 
@@ -158,26 +167,26 @@ pub struct Gradient<B: Backend> {
     pub v0: Vec<S<B>>,
     /// dL/dctrl_k per step (N × nu).
     pub controls: Vec<Vec<S<B>>>,
+    /// Per world: steps whose Newton matrix had no finite pseudo-inverse; their terms are
+    /// missing and the gradient is not a derivative (the cpu adjoint's
+    /// [`crate::ncp_fb::adjoint::Gradient::failed_solves`]). With [`Tape::unconverged`] and
+    /// [`Tape::failed`], what a caller must report beside the gradient.
+    pub failed_solves: Vec<usize>,
 }
 
 /// The minimum-norm least-squares solution of `A x = r` per world (module doc): `a` the
 /// detached Newton matrix (nλ × nλ), `r` tracked; x = A⁺ r is linear in r. A⁺ is formed on the
 /// host per world (nalgebra's SVD, singular values below [`PINV_CUT`] σ_max dropped, the cpu
-/// adjoint's cut) and applied on the device.
-fn least_squares<B: Backend>(a: &[Vec<S<B>>], r: &[S<B>], worlds: usize) -> Vec<S<B>> {
+/// adjoint's cut) and applied on `device`. Also returns, per world, whether A⁺ could not be
+/// formed (a non-finite A or SVD): x is then 0 there, and the caller counts the world's step
+/// in [`Gradient::failed_solves`].
+fn least_squares<B: Backend>(
+    a: &[Vec<S<B>>],
+    r: &[S<B>],
+    worlds: usize,
+    device: &B::Device,
+) -> (Vec<S<B>>, Vec<bool>) {
     let n = r.len();
-    let device = r.iter().chain(a.iter().flatten()).find_map(|s| match s {
-        S::T(t) => Some(t.device()),
-        S::C(_) => None,
-    });
-    let Some(device) = device else {
-        // Every entry constant: the same matrix in every world.
-        let m = nalgebra::DMatrix::from_fn(n, n, |i, j| a[i][j].constant().unwrap_or(0.0));
-        let pinv = pseudo_inverse(&m);
-        return (0..n)
-            .map(|i| (0..n).fold(S::zero(), |acc: S<B>, j| acc + &r[j] * pinv[(i, j)]))
-            .collect();
-    };
     let entries: Vec<Vec<Vec<f64>>> = a
         .iter()
         .map(|row| {
@@ -186,39 +195,40 @@ fn least_squares<B: Backend>(a: &[Vec<S<B>>], r: &[S<B>], worlds: usize) -> Vec<
                 .collect()
         })
         .collect();
-    let pinvs: Vec<nalgebra::DMatrix<f64>> = (0..worlds)
+    let pinvs: Vec<Option<nalgebra::DMatrix<f64>>> = (0..worlds)
         .map(|w| pseudo_inverse(&nalgebra::DMatrix::from_fn(n, n, |i, j| entries[i][j][w])))
         .collect();
-    (0..n)
+    let x = (0..n)
         .map(|i| {
             (0..n).fold(S::zero(), |acc: S<B>, j| {
-                let col: Vec<f64> = pinvs.iter().map(|p| p[(i, j)]).collect();
+                let col: Vec<f64> = pinvs
+                    .iter()
+                    .map(|p| p.as_ref().map_or(0.0, |p| p[(i, j)]))
+                    .collect();
                 if col.iter().all(|&x| x == 0.0) {
                     return acc;
                 }
-                acc + &r[j] * &S::T(crate::batched::upload(col, &device))
+                acc + &r[j] * &S::T(crate::batched::upload(col, device))
             })
         })
-        .collect()
+        .collect();
+    (x, pinvs.iter().map(Option::is_none).collect())
 }
 
 /// Singular values of the Newton matrix below this times the largest are dropped from its
 /// pseudo-inverse (as the cpu adjoint's `solve_transposed`).
 pub const PINV_CUT: f64 = 1e-12;
 
-/// A⁺ with [`PINV_CUT`]; zeros where the SVD fails or is not finite (the step's terms are then
-/// missing, as the cpu adjoint's failed solves).
-fn pseudo_inverse(a: &nalgebra::DMatrix<f64>) -> nalgebra::DMatrix<f64> {
-    let n = a.nrows();
+/// A⁺ with [`PINV_CUT`]; `None` where A or its SVD is not finite.
+fn pseudo_inverse(a: &nalgebra::DMatrix<f64>) -> Option<nalgebra::DMatrix<f64>> {
     if !a.iter().all(|x| x.is_finite()) {
-        return nalgebra::DMatrix::zeros(n, n);
+        return None;
     }
     let svd = a.clone().svd(true, true);
     let smax = svd.singular_values.max();
     svd.pseudo_inverse(PINV_CUT * smax)
         .ok()
         .filter(|p| p.iter().all(|x| x.is_finite()))
-        .unwrap_or_else(|| nalgebra::DMatrix::zeros(n, n))
 }
 
 /// `x` with its tape cut (a constant of the graph with the same value).
@@ -245,44 +255,6 @@ fn normalized<B: Backend>(model: &Model, q: &[S<B>]) -> Vec<S<B>> {
             for (i, c) in quat.iter().enumerate() {
                 q[a + i] = c / &n;
             }
-        }
-    }
-    q
-}
-
-/// `q⁺ = integrate(q, v, h)` (MuJoCo `mj_integratePos`, [`crate::dynamics::integrate_positions`])
-/// with a rotation increment that is smooth in the angular velocity everywhere: a free joint's
-/// quaternion times `(cos(|ω| h/2), ω sin(|ω| h/2)/|ω|)`, by its Taylor series where
-/// `|ω| h/2 < 1e-4`. The forward step's increment takes a fixed axis below |ω| = 1e-15 (its value
-/// is exact there, its derivative in ω is not: a box at rest whose contact solve leaves
-/// |ω| ~ 1e-17 would pass a wrong derivative); the values agree to rounding, and only the
-/// derivatives of this map are used.
-fn integrate_smooth<B: Backend>(model: &Model, q: &[S<B>], v: &[S<B>], h: f64) -> Vec<S<B>> {
-    let mut q = q.to_vec();
-    for j in &model.joints {
-        let (qa, da) = (j.qpos_adr, j.dof_adr);
-        match j.kind {
-            JointKind::Hinge | JointKind::Slide => q[qa] = &q[qa] + &(&v[da] * h),
-            JointKind::Free => {
-                for i in 0..3 {
-                    q[qa + i] = &q[qa + i] + &(&v[da + i] * h);
-                }
-                let w = [&v[da + 3], &v[da + 4], &v[da + 5]];
-                // x² = (|ω| h/2)², smooth in ω.
-                let x2 = &(&(&(w[0] * w[0]) + &(w[1] * w[1])) + &(w[2] * w[2])) * (h * h / 4.0);
-                let small = x2.lt(&S::C(1e-8));
-                let x = small.select(&S::C(1.0), &x2).sqrt();
-                let (c_big, s_big) = (x.cos(), &(x.sin() / &x) * (h / 2.0));
-                let c_small = &(S::C(1.0) - &(&x2 / 2.0)) + &(&(&x2 * &x2) / 24.0);
-                let s_small = &(&(S::C(1.0) - &(&x2 / 6.0)) + &(&(&x2 * &x2) / 120.0)) * (h / 2.0);
-                let c = small.select(&c_small, &c_big);
-                let s = small.select(&s_small, &s_big);
-                let r: Q4<B> = [c, w[0] * &s, w[1] * &s, w[2] * &s];
-                let cur: Q4<B> = std::array::from_fn(|i| q[qa + 3 + i].clone());
-                let out = qmul(&cur, &r);
-                q[qa + 3..qa + 7].clone_from_slice(&out);
-            }
-            JointKind::Ball => unreachable!("engine::batched_support refuses ball joints"),
         }
     }
     q
@@ -328,6 +300,7 @@ pub fn backward<A: AutodiffBackend>(
     let (fq, fv) = tape.state(n);
     let (mut gq, mut gv) = state_grad(n, fq, fv);
     let mut controls = vec![Vec::new(); n];
+    let mut failed_solves = vec![0; w];
     for k in (0..n).rev() {
         let s = &tape.steps[k];
         let (lq, lv, lc) = (
@@ -354,7 +327,10 @@ pub fn backward<A: AutodiffBackend>(
                 .iter()
                 .map(|row| row.iter().map(detach).collect())
                 .collect();
-            let delta = least_squares(&a, &r, w);
+            let (delta, failed) = least_squares(&a, &r, w, device);
+            for (count, f) in failed_solves.iter_mut().zip(failed) {
+                *count += usize::from(f);
+            }
             p_star
                 .iter()
                 .zip(&delta)
@@ -362,7 +338,8 @@ pub fn backward<A: AutodiffBackend>(
                 .collect()
         };
         let u = pb.velocity(&p_tilde);
-        let q_plus = integrate_smooth(model, &q, &u, h);
+        let mut q_plus = q.clone();
+        integrate_positions_smooth(model, &mut q_plus, &u, h);
         let seed = q_plus
             .iter()
             .zip(&gq)
@@ -387,5 +364,6 @@ pub fn backward<A: AutodiffBackend>(
         q0: gq,
         v0: gv,
         controls,
+        failed_solves,
     }
 }
