@@ -198,6 +198,20 @@ pub(crate) fn outside_reasons<B: Backend>(
     len: usize,
     t: f64,
 ) -> Vec<Option<String>> {
+    outside_reasons_where(outside, model, compiled, len, t, &mut |_, _| true)
+}
+
+/// [`outside_reasons`] where a flag of pair `o` in world `i` counts only if `confirm(o, i)`
+/// (ncp_fb asks the cpu engine's rules about the pairs it does not collide,
+/// [`ncp::stepper`]).
+pub(crate) fn outside_reasons_where<B: Backend>(
+    outside: &[collision::Outside<B>],
+    model: &Model,
+    compiled: &crate::compiled::CompiledModel,
+    len: usize,
+    t: f64,
+    confirm: &mut dyn FnMut(&collision::Outside<B>, usize) -> bool,
+) -> Vec<Option<String>> {
     let mut reasons = vec![None; len];
     let any = outside.iter().fold(M::C(false), |acc, o| acc.or(&o.worlds));
     if !any.any_true() {
@@ -206,8 +220,8 @@ pub(crate) fn outside_reasons<B: Backend>(
     for o in outside {
         let flagged = download_mask(&o.worlds, len);
         let pr = &compiled.pairs[o.pair];
-        for (r, f) in reasons.iter_mut().zip(flagged) {
-            if f && r.is_none() {
+        for (i, (r, f)) in reasons.iter_mut().zip(flagged).enumerate() {
+            if f && r.is_none() && confirm(o, i) {
                 *r = Some(o.report(model, (pr.geoms[0], pr.geoms[1]), t));
             }
         }

@@ -15,7 +15,8 @@ use crate::batched::collision::Outside;
 use crate::batched::dynamics::{dot_dynamic, integrate_positions};
 use crate::batched::scalar::{M, S};
 use crate::batched::{
-    download, download_mask, shard_controls, shard_ranges, shard_states, upload_states,
+    download, download_mask, outside_reasons_where, shard_controls, shard_ranges, shard_states,
+    upload_states,
 };
 use crate::engine::Stepper;
 use crate::features::IgnoredFeature;
@@ -191,30 +192,17 @@ fn left_reasons<B: Backend>(
     w: usize,
     (t, h): (f64, f64),
 ) -> Vec<Option<String>> {
-    let mut reasons: Vec<Option<String>> = vec![None; w];
     let mut states: Option<Vec<State>> = None;
-    for o in outside {
-        if !o.worlds.any_true() {
-            continue;
+    let mut confirm = |o: &Outside<B>, i: usize| {
+        if !o.uncollided {
+            return true;
         }
-        let flagged = download_mask(&o.worlds, w);
-        let pr = &b.compiled.pairs[o.pair];
-        let [g0, g1] = pr.geoms;
-        for i in 0..w {
-            if !flagged[i] || reasons[i].is_some() {
-                continue;
-            }
-            if o.uncollided {
-                let st = states.get_or_insert_with(|| shard_states(q, v, w, t));
-                let pair = (g0.min(g1), g0.max(g1));
-                if !b.cpu.pair_has_rows(&b.model, &st[i].q, &st[i].v, h, pair) {
-                    continue;
-                }
-            }
-            reasons[i] = Some(o.report(&b.model, (g0, g1), t + h));
-        }
-    }
-    reasons
+        let st = states.get_or_insert_with(|| shard_states(q, v, w, t));
+        let [g0, g1] = b.compiled.pairs[o.pair].geoms;
+        let pair = (g0.min(g1), g0.max(g1));
+        b.cpu.pair_has_rows(&b.model, &st[i].q, &st[i].v, h, pair)
+    };
+    outside_reasons_where(outside, &b.model, &b.compiled, w, t + h, &mut confirm)
 }
 
 /// Append each active contact slot's record to its world's report.
