@@ -68,8 +68,9 @@ pub(crate) struct End<B: Backend> {
     pub(crate) gap: S<B>,
 }
 
-/// Two line-contact ends whose gaps differ by at most this (m) tie ([`push_merged`]).
-pub const TIE_GAP: f64 = 1e-9;
+/// Two line-contact ends whose gaps differ by at most this (m) tie ([`push_merged`]; the cpu
+/// engine's [`crate::collision::LINE_TIE_GAP`]).
+pub const TIE_GAP: f64 = crate::collision::LINE_TIE_GAP;
 
 /// `x` with its autodiff tape cut (the same value).
 fn detached<B: Backend>(x: &S<B>) -> S<B> {
@@ -89,20 +90,24 @@ fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Ca
     let first_deeper = e1.gap.lt(&e0.gap).not();
     let mean: V3<B> = std::array::from_fn(|i| (&e0.point[i] + &e1.point[i]) / 2.0);
     let point = std::array::from_fn(|i| both.select(&mean[i], &e0.point[i]));
-    let deep_normal: V3<B> =
-        std::array::from_fn(|i| first_deeper.select(&e0.normal[i], &e1.normal[i]));
-    let normal = std::array::from_fn(|i| both.select(&deep_normal[i], &e0.normal[i]));
-    // The merged gap is the deeper end's (a min). Where the two ends tie within TIE_GAP (a
-    // level wheel on a plane or a box top: every step of box_traversal's straight drive) that
-    // min has no derivative, and its derivative is taken as the two ends' mean (the symmetric
-    // element of the min's Clarke subdifferential, which central differences of the cpu
-    // engine's step return), with the value unchanged to the last bit: `detach(deep) + (sym −
-    // detach(sym))`.
-    let deep = first_deeper.select(&e0.gap, &e1.gap);
+    // The merged gap and normal are the deeper end's (a min and its argmin). Where the two ends
+    // tie within TIE_GAP (a level wheel on a plane, a box top or a box edge parallel to its
+    // axis: every step of box_traversal's straight drive and climb) the min has no derivative,
+    // and the argmin's normal switches ends: both derivatives are taken as the two ends' mean
+    // (the symmetric element of the Clarke subdifferential, which central differences of the
+    // cpu engine's step return), with the values unchanged to the last bit:
+    // `detach(deep) + (sym − detach(sym))`. (The normals of the two ends differ in their
+    // derivatives where the surface is an edge: a yawed wheel on a box edge.)
     let tie = (&e0.gap - &e1.gap).abs().le(&S::C(TIE_GAP));
-    let sym = tie.select(&(&(&e0.gap + &e1.gap) * 0.5), &deep);
-    let deep = &detached(&deep) + &(&sym - &detached(&sym));
-    let gap = both.select(&deep, &e0.gap);
+    let symmetric = |a: &S<B>, b: &S<B>| -> S<B> {
+        let deep = first_deeper.select(a, b);
+        let sym = tie.select(&(&(a + b) * 0.5), &deep);
+        &detached(&deep) + &(&sym - &detached(&sym))
+    };
+    let normal = std::array::from_fn(|i| {
+        both.select(&symmetric(&e0.normal[i], &e1.normal[i]), &e0.normal[i])
+    });
+    let gap = both.select(&symmetric(&e0.gap, &e1.gap), &e0.gap);
     out.push(Candidate {
         pair,
         found: e0.found,

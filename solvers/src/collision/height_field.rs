@@ -253,6 +253,7 @@ pub fn height_field_pair(
                 frame: contact_frame(&normal),
                 gap,
                 material: *material,
+                line_ends: None,
             });
         }
     }

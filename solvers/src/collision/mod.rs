@@ -83,6 +83,44 @@ pub struct Contact {
     pub gap: f64,
     /// Mixed material.
     pub material: MixedMaterial,
+    /// For a line contact merged into one point (a geom with
+    /// [`crate::model::Geom::line_contact_as_point`]): which end gave the gap and frame, and
+    /// how close the next one was. `None` for every other contact.
+    pub line_ends: Option<LineEnds>,
+}
+
+/// Two line-contact ends whose gaps differ by at most this (m) tie: their merged contact's
+/// gap (a minimum over the ends) has no derivative there, and the engines differentiate it as
+/// the ends' mean ([`LineEnds`]).
+pub const LINE_TIE_GAP: f64 = 1e-9;
+
+/// The ends of a merged line contact (`narrow_phase::merge_line_contact`): the merged gap and
+/// frame are the deepest end's, a minimum over the ends, which is not differentiable where the
+/// deepest end changes. Derivatives of the contact with respect to the pose hold on one side
+/// of such a switch only; the cpu adjoint's differences keep to the forward's side
+/// ([`crate::ncp_fb::Assembly::same_structure`]), and where the ends tie within
+/// [`LINE_TIE_GAP`] both sides are the forward's (the symmetric derivative, the ends' mean,
+/// which the batched engine takes too: `batched::wheel`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineEnds {
+    /// Index of the deepest end among the pair's contacts in generation order (the first of
+    /// equals).
+    pub deepest: usize,
+    /// The next-deepest end's gap minus the deepest's (m, ≥ 0).
+    pub spread: f64,
+}
+
+impl LineEnds {
+    /// Whether the deepest ends tie ([`LINE_TIE_GAP`]).
+    pub fn tied(&self) -> bool {
+        self.spread <= LINE_TIE_GAP
+    }
+
+    /// Whether `other` (the same contact at a perturbed pose) keeps this one's deepest end,
+    /// or this one ties (either end is this one's side).
+    pub fn kept_by(&self, other: &LineEnds) -> bool {
+        self.tied() || self.deepest == other.deepest
+    }
 }
 
 impl Contact {

@@ -118,8 +118,15 @@ fn merge_line_contact(out: &mut Vec<Contact>, start: usize) {
         .enumerate()
         .min_by(|a, b| a.1.gap.total_cmp(&b.1.gap))
         .map_or(0, |(i, _)| i);
-    let mut merged = group[deepest].clone();
+    let spread = group
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != deepest)
+        .map(|(_, c)| c.gap - group[deepest].gap)
+        .fold(f64::INFINITY, f64::min);
+    let mut merged = group[deepest];
     merged.point = point;
+    merged.line_ends = Some(super::LineEnds { deepest, spread });
     out.truncate(start);
     out.push(merged);
 }
@@ -199,6 +206,7 @@ fn collide_pair_points(
                 frame,
                 gap: pt.dist,
                 material: *material,
+                line_ends: None,
             });
         }
     }
@@ -330,6 +338,7 @@ fn push_candidates_with_tangent(
             frame: super::frame::contact_frame_with_tangent(&n, tangent),
             gap,
             material: *material,
+            line_ends: None,
         });
     }
 }

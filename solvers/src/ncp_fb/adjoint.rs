@@ -33,7 +33,7 @@
 //!
 //! `∂G/∂x` is chained through the assembly: `−wᵀ ∂G/∂x = c · ∂S/∂x` with
 //! `S = (y, J u, d)` at the fixed converged `(u, p)` and `c = (w_u, −R_vᵀ w_p, −R_dᵀ w_p)`,
-//! where `R_v = ∂r_c/∂(Ju)` and `R_d = ∂r_c/∂d` are analytic ([`Problem::linearize`]: every
+//! where `R_v = ∂r_c/∂(Ju)` and `R_d = ∂r_c/∂d` are analytic ([`super::residual::Problem::linearize`]: every
 //! non-smooth function of the formulation, FB and W, is differentiated analytically). The
 //! assembly `S(x)` itself — mass matrix, bias forces, actuators, contact points, normals and
 //! gaps from collision at q⁻, lever arms — is smooth for a fixed contact set, and its
@@ -117,7 +117,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::residual::{Friction, Problem};
+use super::residual::Friction;
 use super::{Assembly, NcpFb};
 use crate::dynamics::integrate_positions;
 use crate::model::{ActuatorKind, Model, State};
@@ -438,16 +438,35 @@ impl StepInputs<'_> {
     }
 }
 
-/// `S = (u_free + M⁻¹Jᵀp, J u, d)` of an assembly at the fixed `(u, p)`.
-fn smooth_outputs(pb: &Problem, u: &DVector<f64>, p: &DVector<f64>) -> DVector<f64> {
-    let y = pb.velocity(p);
-    let ju = &pb.j * u;
-    let d = pb.data();
-    let mut s = DVector::zeros(y.len() + ju.len() + d.len());
-    s.rows_mut(0, y.len()).copy_from(&y);
-    s.rows_mut(y.len(), ju.len()).copy_from(&ju);
-    s.rows_mut(y.len() + ju.len(), d.len()).copy_from(&d);
-    s
+/// The smooth outputs `S = (y, J u, d)` of an assembly at the fixed converged `(u, p)`,
+/// contracted with the cotangent `c` (module doc) and split by what they depend on: entry 0
+/// the unconstrained velocity's term `c_y · u_free`, then one entry per block `b`,
+/// `c_y · (M⁻¹J_bᵀ p_b) + c_{J,b} · (J_b u) + c_{d,b} · d_b` (its rows and data). The split
+/// lets the differences of each block keep to the side on which its contact keeps the forward's
+/// branch ([`crate::collision::LineEnds`]), independently of the other blocks.
+fn block_terms(asm: &Assembly, u: &DVector<f64>, p: &DVector<f64>, c: &DVector<f64>) -> Vec<f64> {
+    let pb = &asm.problem;
+    let nv = pb.u_free.len();
+    let nl = pb.nl();
+    let cy = c.rows(0, nv);
+    let mut out = Vec::with_capacity(pb.blocks.len() + 1);
+    out.push(cy.dot(&pb.u_free));
+    let mut data_at = nv + nl;
+    for b in &pb.blocks {
+        let (r0, nr) = (b.row(), b.rows());
+        let by = &pb.minv_jt.columns(r0, nr) * p.rows(r0, nr);
+        let ju = pb.j.rows(r0, nr) * u;
+        let data = b.data();
+        let mut t = cy.dot(&by) + c.rows(nv + r0, nr).dot(&ju);
+        t += data
+            .iter()
+            .enumerate()
+            .map(|(k, x)| c[data_at + k] * x)
+            .sum::<f64>();
+        data_at += data.len();
+        out.push(t);
+    }
+    out
 }
 
 /// VJP of `q⁺ = integrate(q⁻, u, h)` by central differences: `((∂q⁺/∂q⁻)ᵀ g, (∂q⁺/∂u)ᵀ g)`.
@@ -567,33 +586,41 @@ pub fn backward(
             params,
         };
         let c_full = if nl == 0 { w_u.clone() } else { c };
-        let s0 = smooth_outputs(pb, u, p);
+        let t0 = block_terms(&asm, u, p, &c_full);
         let mut grad = DVector::zeros(inputs.len());
         for i in 0..inputs.len() {
             let d = ASSEMBLY_STEP * inputs.value(i).abs().max(1.0);
+            // Each side's terms, with per block whether it keeps the forward's branch.
             let side = |sign: f64| {
                 inputs
                     .assemble(f, i, sign * d, h)
                     .ok()
-                    .filter(|a| a.same_structure(&asm))
-                    .map(|a| smooth_outputs(&a.problem, u, p))
+                    .filter(|a| a.same_structure_apart_from_line_ends(&asm))
+                    .map(|a| (block_terms(&a, u, p, &c_full), a.keeps_line_ends(&asm)))
             };
-            let ds = match (side(1.0), side(-1.0)) {
-                (Some(sp), Some(sm)) => (sp - sm) / (2.0 * d),
-                (Some(sp), None) => {
-                    out.one_sided += 1;
-                    (sp - &s0) / d
-                }
-                (None, Some(sm)) => {
-                    out.one_sided += 1;
-                    (&s0 - sm) / d
-                }
-                (None, None) => {
-                    out.dropped += 1;
-                    continue;
-                }
-            };
-            grad[i] = c_full.dot(&ds);
+            let (plus, minus) = (side(1.0), side(-1.0));
+            let mut g = 0.0;
+            for b in 0..t0.len() {
+                let kept = |s: &Option<(Vec<f64>, Vec<bool>)>| {
+                    s.as_ref().filter(|(_, k)| k[b]).map(|(t, _)| t[b])
+                };
+                g += match (kept(&plus), kept(&minus)) {
+                    (Some(tp), Some(tm)) => (tp - tm) / (2.0 * d),
+                    (Some(tp), None) => {
+                        out.one_sided += 1;
+                        (tp - t0[b]) / d
+                    }
+                    (None, Some(tm)) => {
+                        out.one_sided += 1;
+                        (t0[b] - tm) / d
+                    }
+                    (None, None) => {
+                        out.dropped += 1;
+                        0.0
+                    }
+                };
+            }
+            grad[i] = g;
         }
         let (nq, nu) = (model.nq, step.ctrl.len());
         gq = dq_direct + grad.rows(0, nq);

@@ -721,9 +721,20 @@ impl Assembly {
             .collect()
     }
 
-    /// Same rows, blocks and contact pairs as `other` (the adjoint's finite differences of the
-    /// assembly need the same contact set on both sides).
-    pub fn same_structure(&self, other: &Assembly) -> bool {
+    /// Same rows, blocks and contact pairs as `reference`, and every merged line contact on
+    /// the reference's deepest end unless the reference's ends tie
+    /// ([`crate::collision::LineEnds::kept_by`]): the adjoint's finite differences of the
+    /// assembly at perturbed poses (`self`) need the forward's (`reference`) contact set, and
+    /// the same branch of every minimum in it.
+    pub fn same_structure(&self, reference: &Assembly) -> bool {
+        self.same_structure_apart_from_line_ends(reference)
+            && self.keeps_line_ends(reference).iter().all(|&k| k)
+    }
+
+    /// Same rows, blocks and contact pairs as `reference` (merged line contacts' deepest ends
+    /// aside: [`Self::keeps_line_ends`]).
+    pub fn same_structure_apart_from_line_ends(&self, reference: &Assembly) -> bool {
+        let other = reference;
         self.problem.blocks.len() == other.problem.blocks.len()
             && self.problem.nl() == other.problem.nl()
             && self
@@ -738,6 +749,24 @@ impl Assembly {
                 .iter()
                 .zip(&other.contacts)
                 .all(|(a, b)| a.geoms == b.geoms)
+    }
+
+    /// For an assembly of the same structure as `reference`
+    /// ([`Self::same_structure_apart_from_line_ends`]), `1 + blocks` flags: entry 0 (the
+    /// unconstrained velocity) and every block that is not a merged line contact are true; a
+    /// merged line contact's block is true where `self` keeps the reference's deepest end or
+    /// the reference's ends tie ([`crate::collision::LineEnds::kept_by`]).
+    pub fn keeps_line_ends(&self, reference: &Assembly) -> Vec<bool> {
+        std::iter::once(true)
+            .chain(reference.block_contact.iter().map(|c| match c {
+                Some(ci) => match (&reference.contacts[*ci].line_ends, self.contacts.get(*ci)) {
+                    (None, Some(b)) => b.line_ends.is_none(),
+                    (Some(x), Some(b)) => b.line_ends.as_ref().is_some_and(|y| x.kept_by(y)),
+                    (_, None) => false,
+                },
+                None => true,
+            }))
+            .collect()
     }
 
     /// Contact records of a solution (impulses and velocities after the step in the contact
