@@ -78,21 +78,18 @@ fn a_small_study_runs_end_to_end() {
         );
         assert_eq!(r.str("status") == "ok", r.str("reason").is_empty());
     }
-    // The batched ncp_fb steps forward (issue 17, part 3) but has no reverse mode yet: its
-    // forward cells run on burn-ndarray, its forward+backward and tape cells are skipped
-    // saying so (or, without the engine's feature, naming the feature).
+    // The batched ncp_fb (issue 17) runs every pass on burn-ndarray, its backward being its
+    // adjoint; without an engine's feature its cells are skipped naming the feature.
     for r in rows_where(&rows, |r| {
         r.str("label") == "ncp_fb" && r.str("engine") != "cpu"
     }) {
-        let forward = r.str("pass") == "forward" && r.u64("iteration_budget") == 0;
-        if burn && r.str("engine") == "burn-ndarray" && forward {
+        if burn && r.str("engine") == "burn-ndarray" {
             assert_eq!(r.str("status"), "ok", "{}", r.str("reason"));
             continue;
         }
         assert_eq!(r.str("status"), "skipped");
         assert!(
-            r.str("reason").contains("its adjoint as a custom backward")
-                || r.str("reason").contains("--features"),
+            r.str("reason").contains("--features"),
             "{}",
             r.str("reason")
         );
@@ -159,6 +156,14 @@ fn a_small_study_runs_end_to_end() {
             64,
         ));
         ran.push(cell(&rows, "soft_convex", "burn-ndarray", "forward", 64));
+        ran.push(cell(&rows, "ncp_fb", "burn-ndarray", "forward", 64));
+        ran.push(cell(
+            &rows,
+            "ncp_fb",
+            "burn-ndarray",
+            "forward_backward",
+            64,
+        ));
         ran.push(cell(
             &rows,
             "soft_convex",
@@ -241,6 +246,9 @@ fn a_small_study_runs_end_to_end() {
         "{adjoint:?}"
     );
     if burn {
+        let a = tape("ncp_fb", "burn-ndarray");
+        println!("ncp_fb batched adjoint tape against the horizon: {a:?}");
+        assert!(a[0] > 0.0 && a[0] < a[1] && a[1] < a[2], "{a:?}");
         let b = tape("penalty", "burn-ndarray");
         assert!(
             b[0] > 0.0 && b[1] > 2.0 * b[0] && b[2] > 2.0 * b[1],
@@ -280,6 +288,14 @@ fn a_small_study_runs_end_to_end() {
         "ncp_fb's adjoint grows with the budget: {flat:?}"
     );
     if burn {
+        // The batched adjoint stores the converged steps only: the same bytes at every budget
+        // (issue 17: within 5 %).
+        let a = budget("ncp_fb", "burn-ndarray");
+        println!("ncp_fb batched adjoint tape against the budget: {a:?}");
+        let (lo, hi) = a
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &b| (l.min(b), h.max(b)));
+        assert!(lo > 0.0 && hi <= 1.05 * lo, "{a:?}");
         let b = budget("soft_convex", "burn-ndarray");
         println!("soft_convex tape against the budget: {b:?}");
         // A fixed part (collision, rows, the factorization before the first iteration, the

@@ -485,8 +485,10 @@ pub fn loss_weights(n: usize) -> Vec<f64> {
 /// engine `name` over `controls.len()` steps of `h` (s) from `initial` (one state per world),
 /// the loss `Σ_worlds w · [q_N; v_N]` ([`loss_weights`]) differentiated with respect to the
 /// initial velocities; `between` runs after the forward pass and before the backward one
-/// ([`crate::batched::reverse::reverse_pass`]). `iteration_budget`: the soft solvers run
-/// exactly that many iterations per step ([`crate::batched::reverse::Program::new`]).
+/// ([`crate::batched::reverse::reverse_pass`]; ncp_fb's backward is its batched adjoint,
+/// [`crate::batched::ncp::adjoint`]). `iteration_budget`: the soft solvers run exactly that
+/// many iterations per step, ncp_fb at most that many Newton iterations per solve
+/// ([`crate::batched::reverse::Program::new`]).
 ///
 /// # Errors
 /// The cpu engine ([`EngineError::Unsupported`]: no reverse mode through burn), an engine this

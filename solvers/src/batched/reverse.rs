@@ -1,5 +1,5 @@
 //! Reverse mode through whole rollouts of a batched formulation (penalty, soft_convex,
-//! signorini), for measuring its cost: one forward pass of `N` steps on burn's `Autodiff`
+//! signorini; ncp_fb by its adjoint, below), for measuring its cost: one forward pass of `N` steps on burn's `Autodiff`
 //! backend (the tape: every operation's saved inputs, for the soft solvers every solver and
 //! line-search iteration), then one backward pass to the initial velocities, as the throughput
 //! study's "forward plus backward" iteration (the Ostrich paper's world-iteration: one forward
@@ -14,6 +14,10 @@
 //! The loss is fixed and generic: `L = Σ_worlds w · [q_N; v_N]` with [`loss_weights`]; the
 //! gradient is `∂L/∂v₀` of every world (its value is not the point here: the gradient study
 //! scores gradients). Losses and gradients are read back and reduced in f64 on the host.
+//!
+//! ncp_fb is not taped: its forward pass keeps the converged steps and its backward pass is
+//! the adjoint's sweep ([`super::ncp::adjoint`]), so its "tape" is the stored steps, flat in the
+//! Newton budget (`newton_iterations` = the iteration budget).
 //!
 //! On a CPU backend the worlds are split into shards ([`super::cpu_shards`]) whose graphs are
 //! independent, recorded and differentiated in parallel on the caller's rayon pool.
@@ -41,12 +45,17 @@ pub enum Program {
     Penalty(PenaltyParams),
     /// The batched soft_convex or signorini.
     Soft(SoftBatch),
+    /// The batched ncp_fb, differentiated by its adjoint ([`super::ncp::adjoint`]): the
+    /// forward pass keeps the converged steps (no tape of operations), the backward pass
+    /// re-assembles one step at a time on the autodiff backend.
+    Ncp(Box<super::ncp::NcpBatch>),
 }
 
 impl Program {
     /// Compile `formulation` with `params` (JSON) for `model`. `iteration_budget`: for the soft
-    /// solvers, run exactly that many iterations per step (a static program; module doc);
-    /// `None` keeps the formulation's own `iterations` and stops when every world has.
+    /// solvers, run exactly that many iterations per step (a static program; module doc); for
+    /// ncp_fb, its `newton_iterations`; `None` keeps the formulation's own `iterations` and
+    /// stops when every world has.
     ///
     /// # Errors
     /// Bad parameters, a formulation that is not batched, or a budget given to the penalty
@@ -63,9 +72,15 @@ impl Program {
         };
         crate::engine::batched_support(formulation, model).map_err(unsupported)?;
         if formulation == "ncp_fb" {
-            return Err(unsupported(
-                "ncp_fb: reverse mode on the batched engine (its adjoint as a custom backward) is not built yet; the batched ncp_fb steps forward, the cpu engine's adjoint differentiates it".into(),
-            ));
+            let mut p: crate::ncp_fb::NcpFbParams =
+                crate::formulation::parse_params("ncp_fb", params)
+                    .map_err(|e| unsupported(e.to_string()))?;
+            if let Some(b) = iteration_budget {
+                p.newton_iterations = b.max(1);
+            }
+            let batch = super::ncp::NcpBatch::new(model, p)
+                .map_err(|e| unsupported(format!("ncp_fb: {e}")))?;
+            return Ok(Program::Ncp(Box::new(batch)));
         }
         if formulation == "penalty" {
             if iteration_budget.is_some() {
@@ -108,6 +123,9 @@ impl Program {
                     q = out.q;
                     v = out.v;
                 }
+            }
+            Program::Ncp(_) => {
+                unreachable!("ncp_fb's reverse pass is its adjoint (ncp_pass)")
             }
             Program::Soft(batch) => {
                 let mut warm: Option<Vec<S<B>>> = None;
@@ -206,6 +224,11 @@ fn pass<B: AutodiffBackend>(
     h: f64,
     between: &mut dyn FnMut(),
 ) -> ReversePass {
+    if let Program::Ncp(batch) = program {
+        return ncp_pass::<B>(
+            device, shards, name, batch, model, initial, controls, h, between,
+        );
+    }
     let worlds = initial.len();
     let ranges: Vec<std::ops::Range<usize>> = super::shard_ranges(worlds, shards)
         .into_iter()
@@ -260,7 +283,118 @@ fn pass<B: AutodiffBackend>(
         recorded.into_par_iter().map(backward).collect()
     };
     let backward_s = t1.elapsed().as_secs_f64();
-    let nv = model.nv;
+    gathered(
+        model.nv,
+        &ranges,
+        parts,
+        (before, after),
+        forward_s,
+        backward_s,
+    )
+}
+
+/// [`pass`] for ncp_fb: per shard the rollout on the inner backend keeping its converged steps
+/// ([`super::ncp::adjoint::rollout`]: q, v, controls and impulses per world-step, nothing per
+/// Newton iteration), `between` with those alive, then the adjoint's backward sweep
+/// ([`super::ncp::adjoint::backward`]) seeded with the loss weights at the final state. The
+/// device bytes after the forward pass above those before it are the stored steps' (no tape of
+/// operations).
+#[allow(clippy::too_many_arguments)]
+fn ncp_pass<B: AutodiffBackend>(
+    device: &B::Device,
+    shards: usize,
+    name: &str,
+    batch: &super::ncp::NcpBatch,
+    model: &Model,
+    initial: &[State],
+    controls: &[Vec<f64>],
+    h: f64,
+    between: &mut dyn FnMut(),
+) -> ReversePass {
+    use super::ncp::adjoint;
+    type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+    let worlds = initial.len();
+    let ranges: Vec<std::ops::Range<usize>> = super::shard_ranges(worlds, shards)
+        .into_iter()
+        .map(|(start, len)| start..start + len)
+        .collect();
+    let n = ranges.len();
+    let w = loss_weights(model.nq + model.nv);
+    let (wq, wv) = w.split_at(model.nq);
+    let ctrl: Vec<Vec<S<Inner<B>>>> = controls
+        .iter()
+        .map(|u| u.iter().map(|&x| S::C(x)).collect())
+        .collect();
+    let before = super::device_memory(name);
+    let t0 = Instant::now();
+    let forward = |r: &std::ops::Range<usize>| -> adjoint::Tape<Inner<B>> {
+        let (q, v) = upload_states::<Inner<B>>(&initial[r.clone()], device);
+        adjoint::rollout(batch, q, v, &ctrl, h, r.len())
+    };
+    let tapes: Vec<adjoint::Tape<Inner<B>>> = if n == 1 {
+        vec![forward(&ranges[0])]
+    } else {
+        ranges.par_iter().map(forward).collect()
+    };
+    let _ = Inner::<B>::sync(device);
+    let forward_s = t0.elapsed().as_secs_f64();
+    let after = super::device_memory(name);
+    between();
+    let t1 = Instant::now();
+    let steps = controls.len();
+    let backward = |tape: adjoint::Tape<Inner<B>>| -> (f64, Vec<Vec<f64>>) {
+        let size = tape.worlds;
+        let (q, v) = tape.state(steps);
+        let loss: f64 = q
+            .iter()
+            .zip(wq)
+            .chain(v.iter().zip(wv))
+            .map(|(x, w)| super::download(x, size).iter().sum::<f64>() * w)
+            .sum();
+        let seed = |k: usize, _: &[S<Inner<B>>], _: &[S<Inner<B>>]| {
+            let at = |ws: &[f64]| -> Vec<S<Inner<B>>> {
+                ws.iter()
+                    .map(|&x| S::C(if k == steps { x } else { 0.0 }))
+                    .collect()
+            };
+            (at(wq), at(wv))
+        };
+        let g = adjoint::backward::<B>(batch, &tape, device, &seed);
+        (
+            loss,
+            g.v0.iter().map(|x| super::download(x, size)).collect(),
+        )
+    };
+    let parts: Vec<(f64, Vec<Vec<f64>>)> = if n == 1 {
+        tapes.into_iter().map(backward).collect()
+    } else {
+        tapes.into_par_iter().map(backward).collect()
+    };
+    let backward_s = t1.elapsed().as_secs_f64();
+    gathered(
+        model.nv,
+        &ranges,
+        parts,
+        (before, after),
+        forward_s,
+        backward_s,
+    )
+}
+
+/// The pass's result from each shard's `(loss, ∂L/∂v₀ per coordinate)` (shard order, `ranges`
+/// their worlds) and the device memory before and after the forward pass.
+fn gathered(
+    nv: usize,
+    ranges: &[std::ops::Range<usize>],
+    parts: Vec<(f64, Vec<Vec<f64>>)>,
+    memory: (
+        Option<crate::engine::DeviceMemory>,
+        Option<crate::engine::DeviceMemory>,
+    ),
+    forward_s: f64,
+    backward_s: f64,
+) -> ReversePass {
+    let worlds = ranges.last().map_or(0, |r| r.end);
     let mut grad_v0 = vec![0.0; worlds * nv];
     let mut loss = 0.0;
     for (r, (value, g)) in ranges.iter().zip(parts) {
@@ -271,7 +405,7 @@ fn pass<B: AutodiffBackend>(
             }
         }
     }
-    let device_tape_bytes = match (before, after) {
+    let device_tape_bytes = match memory {
         (Some(b), Some(a)) => Some(a.in_use.saturating_sub(b.in_use)),
         _ => None,
     };
@@ -281,6 +415,6 @@ fn pass<B: AutodiffBackend>(
         forward_s,
         backward_s,
         device_tape_bytes,
-        shards: n,
+        shards: ranges.len(),
     }
 }
