@@ -90,23 +90,23 @@ fn push_merged<B: Backend>(pair: usize, e0: End<B>, e1: End<B>, out: &mut Vec<Ca
     let first_deeper = e1.gap.lt(&e0.gap).not();
     let mean: V3<B> = std::array::from_fn(|i| (&e0.point[i] + &e1.point[i]) / 2.0);
     let point = std::array::from_fn(|i| both.select(&mean[i], &e0.point[i]));
-    // The merged gap and normal are the deeper end's (a min and its argmin). Where the two ends
-    // tie within TIE_GAP (a level wheel on a plane, a box top or a box edge parallel to its
-    // axis: every step of box_traversal's straight drive and climb) the min has no derivative,
-    // and the argmin's normal switches ends: both derivatives are taken as the two ends' mean
-    // (the symmetric element of the Clarke subdifferential, which central differences of the
-    // cpu engine's step return), with the values unchanged to the last bit:
-    // `detach(deep) + (sym − detach(sym))`. (The normals of the two ends differ in their
-    // derivatives where the surface is an edge: a yawed wheel on a box edge.)
+    // The merged normal is the ends' mean, normalized (a smooth function of the pose: the
+    // deeper end's normal would jump where the ends' normals differ, on a box edge, as the
+    // deeper end changes). The merged gap is the deeper end's (a min). Where the two ends tie
+    // within TIE_GAP (a level wheel on a plane, a box top or a box edge parallel to its axis:
+    // every step of box_traversal's straight drive and climb) the min has no derivative, and
+    // its derivative is taken as the two ends' mean (the symmetric element of the Clarke
+    // subdifferential, which central differences of the cpu engine's step return), with the
+    // value unchanged to the last bit: `detach(deep) + (sym − detach(sym))`.
+    let sum: V3<B> = std::array::from_fn(|i| &e0.normal[i] + &e1.normal[i]);
+    let length = safe_sqrt(&dot3(&sum, &sum));
+    let normal = std::array::from_fn(|i| both.select(&(&sum[i] / &length), &e0.normal[i]));
     let tie = (&e0.gap - &e1.gap).abs().le(&S::C(TIE_GAP));
     let symmetric = |a: &S<B>, b: &S<B>| -> S<B> {
         let deep = first_deeper.select(a, b);
         let sym = tie.select(&(&(a + b) * 0.5), &deep);
         &detached(&deep) + &(&sym - &detached(&sym))
     };
-    let normal = std::array::from_fn(|i| {
-        both.select(&symmetric(&e0.normal[i], &e1.normal[i]), &e0.normal[i])
-    });
     let gap = both.select(&symmetric(&e0.gap, &e1.gap), &e0.gap);
     out.push(Candidate {
         pair,

@@ -91,14 +91,18 @@ pub fn collide_pair(
 const SAME_NORMAL: f64 = 1e-9;
 
 /// Replace the contacts `out[start..]` of one pair by one at their mean point with their
-/// smallest gap, when there are several and they share one normal (a line contact: a wheel's
+/// smallest gap and their mean normal (normalized; its frame MuJoCo's `mju_makeFrame`, as the
+/// wheels' contacts have), when there are several and they share one normal (a line contact: a wheel's
 /// tread on a face or along an edge). Why (issue 13): two or more points per wheel make the
 /// sticking contacts of the three-wheeled robot statically indeterminate, and then the hard
 /// contact's step map is not single-valued (two converged NCP solutions for the same data were
 /// measured at one step of the box crossing, `scenarios/examples/crossing_branch.rs`); one
 /// point per wheel makes the robot a tripod. For a level wheel the merged point is the middle
 /// of the tread's span at the exact gap; a wheel tilted by θ about its ground line has its
-/// contact moved by up to half the width towards the middle, with the lower end's gap.
+/// contact moved by up to half the width towards the middle, with the lower end's gap. The
+/// normal is the mean rather than the deepest end's so that it is continuous where the deepest
+/// end changes (the ends' normals differ slightly on a box edge: within `SAME_NORMAL`), which
+/// the adjoint's differences need (issue 17).
 fn merge_line_contact(out: &mut Vec<Contact>, start: usize) {
     let group = &out[start..];
     if group.len() < 2 {
@@ -124,8 +128,10 @@ fn merge_line_contact(out: &mut Vec<Contact>, start: usize) {
         .filter(|&(i, _)| i != deepest)
         .map(|(_, c)| c.gap - group[deepest].gap)
         .fold(f64::INFINITY, f64::min);
+    let normal = group.iter().map(|c| c.normal()).sum::<Vec3>().normalize();
     let mut merged = group[deepest];
     merged.point = point;
+    merged.frame = super::frame::contact_frame(&normal);
     merged.line_ends = Some(super::LineEnds { deepest, spread });
     out.truncate(start);
     out.push(merged);

@@ -438,6 +438,62 @@ impl StepInputs<'_> {
     }
 }
 
+/// One side of an input's difference: the block terms ([`block_terms`]), per block whether it
+/// keeps the forward's branch ([`Assembly::keeps_line_ends`]) and its line ends
+/// ([`Assembly::block_line_ends`]).
+struct Side {
+    terms: Vec<f64>,
+    kept: Vec<bool>,
+    ends: Vec<Option<crate::collision::LineEnds>>,
+}
+
+/// The correction of a merged line contact's central difference across a tie: where the
+/// forward's ends tie (`reference`, within [`crate::collision::LINE_TIE_GAP`]) and the two sides
+/// take different ends, the difference of the merged gap (the ends' minimum) is
+/// `(g_A(x + d) − g_B(x − d)) / 2d`, the mean of the two ends' slopes plus or minus
+/// `spread / 2d`, `spread` the ends' gap difference at the forward (below the tie tolerance but
+/// not zero). The returned term, `gap_c` (the cotangent of the gap) times that offset with the
+/// opposite sign, leaves the ends' mean slope, the derivative the batched engine takes at ties
+/// (`batched::wheel`); 0 where the sides take one end or the forward does not tie.
+fn tie_offset(
+    reference: Option<crate::collision::LineEnds>,
+    plus: Option<crate::collision::LineEnds>,
+    minus: Option<crate::collision::LineEnds>,
+    gap_c: f64,
+    d: f64,
+) -> f64 {
+    let (Some(r), Some(p), Some(m)) = (reference, plus, minus) else {
+        return 0.0;
+    };
+    if !r.tied() || p.deepest == m.deepest {
+        return 0.0;
+    }
+    let offset = gap_c * r.spread / (2.0 * d);
+    if p.deepest == r.deepest {
+        offset
+    } else if m.deepest == r.deepest {
+        -offset
+    } else {
+        0.0
+    }
+}
+
+/// Per entry of [`block_terms`]: the cotangent of the block's gap (`c` at the contact's first
+/// data entry), 0 for entry 0 and blocks that are not contacts.
+fn gap_cotangents(asm: &Assembly, c: &DVector<f64>) -> Vec<f64> {
+    let pb = &asm.problem;
+    let mut data_at = pb.u_free.len() + pb.nl();
+    let mut out = vec![0.0];
+    for b in &pb.blocks {
+        out.push(match b {
+            super::residual::Block::Contact { .. } => c[data_at],
+            _ => 0.0,
+        });
+        data_at += b.data_len();
+    }
+    out
+}
+
 /// The smooth outputs `S = (y, J u, d)` of an assembly at the fixed converged `(u, p)`,
 /// contracted with the cotangent `c` (module doc) and split by what they depend on: entry 0
 /// the unconstrained velocity's term `c_y · u_free`, then one entry per block `b`,
@@ -587,6 +643,7 @@ pub fn backward(
         };
         let c_full = if nl == 0 { w_u.clone() } else { c };
         let t0 = block_terms(&asm, u, p, &c_full);
+        let (ref_ends, gap_c) = (asm.block_line_ends(), gap_cotangents(&asm, &c_full));
         let mut grad = DVector::zeros(inputs.len());
         for i in 0..inputs.len() {
             let d = ASSEMBLY_STEP * inputs.value(i).abs().max(1.0);
@@ -596,16 +653,22 @@ pub fn backward(
                     .assemble(f, i, sign * d, h)
                     .ok()
                     .filter(|a| a.same_structure_apart_from_line_ends(&asm))
-                    .map(|a| (block_terms(&a, u, p, &c_full), a.keeps_line_ends(&asm)))
+                    .map(|a| Side {
+                        terms: block_terms(&a, u, p, &c_full),
+                        kept: a.keeps_line_ends(&asm),
+                        ends: a.block_line_ends(),
+                    })
             };
             let (plus, minus) = (side(1.0), side(-1.0));
             let mut g = 0.0;
             for b in 0..t0.len() {
-                let kept = |s: &Option<(Vec<f64>, Vec<bool>)>| {
-                    s.as_ref().filter(|(_, k)| k[b]).map(|(t, _)| t[b])
-                };
+                let kept = |s: &Option<Side>| s.as_ref().filter(|s| s.kept[b]).map(|s| s.terms[b]);
                 g += match (kept(&plus), kept(&minus)) {
-                    (Some(tp), Some(tm)) => (tp - tm) / (2.0 * d),
+                    (Some(tp), Some(tm)) => {
+                        let ends = |s: &Option<Side>| s.as_ref().and_then(|s| s.ends[b]);
+                        (tp - tm) / (2.0 * d)
+                            + tie_offset(ref_ends[b], ends(&plus), ends(&minus), gap_c[b], d)
+                    }
                     (Some(tp), None) => {
                         out.one_sided += 1;
                         (tp - t0[b]) / d

@@ -751,6 +751,19 @@ impl Assembly {
                 .all(|(a, b)| a.geoms == b.geoms)
     }
 
+    /// `1 + blocks` entries: entry 0 (the unconstrained velocity) `None`, then per block its
+    /// contact's merged line ends ([`crate::collision::Contact::line_ends`]; `None` for other
+    /// blocks and contacts).
+    pub fn block_line_ends(&self) -> Vec<Option<crate::collision::LineEnds>> {
+        std::iter::once(None)
+            .chain(
+                self.block_contact
+                    .iter()
+                    .map(|c| c.and_then(|ci| self.contacts[ci].line_ends)),
+            )
+            .collect()
+    }
+
     /// For an assembly of the same structure as `reference`
     /// ([`Self::same_structure_apart_from_line_ends`]), `1 + blocks` flags: entry 0 (the
     /// unconstrained velocity) and every block that is not a merged line contact are true; a
