@@ -234,7 +234,6 @@ fn pass<B: AutodiffBackend>(
         .into_iter()
         .map(|(start, len)| start..start + len)
         .collect();
-    let n = ranges.len();
     // A CPU backend reads back cheaply (burn-ndarray; the GPU backends run one shard).
     let skip_idle = shards > 1 || name == "burn-ndarray";
     let w = loss_weights(model.nq + model.nv);
@@ -254,11 +253,7 @@ fn pass<B: AutodiffBackend>(
         }
         (loss.tensor(r.len(), device).sum(), leaves)
     };
-    let recorded: Vec<Recorded<B>> = if n == 1 {
-        vec![forward(&ranges[0])]
-    } else {
-        ranges.par_iter().map(forward).collect()
-    };
+    let recorded: Vec<Recorded<B>> = per_shard(ranges.clone(), |r| forward(&r));
     let _ = B::sync(device);
     let forward_s = t0.elapsed().as_secs_f64();
     let after = super::device_memory(name);
@@ -277,11 +272,7 @@ fn pass<B: AutodiffBackend>(
             .collect();
         (value, g)
     };
-    let parts: Vec<(f64, Vec<Vec<f64>>)> = if n == 1 {
-        recorded.into_iter().map(backward).collect()
-    } else {
-        recorded.into_par_iter().map(backward).collect()
-    };
+    let parts = per_shard(recorded, backward);
     let backward_s = t1.elapsed().as_secs_f64();
     gathered(
         model.nv,
@@ -318,7 +309,6 @@ fn ncp_pass<B: AutodiffBackend>(
         .into_iter()
         .map(|(start, len)| start..start + len)
         .collect();
-    let n = ranges.len();
     let w = loss_weights(model.nq + model.nv);
     let (wq, wv) = w.split_at(model.nq);
     let ctrl: Vec<Vec<S<Inner<B>>>> = controls
@@ -331,11 +321,7 @@ fn ncp_pass<B: AutodiffBackend>(
         let (q, v) = upload_states::<Inner<B>>(&initial[r.clone()], device);
         adjoint::rollout(batch, q, v, &ctrl, h, r.len())
     };
-    let tapes: Vec<adjoint::Tape<Inner<B>>> = if n == 1 {
-        vec![forward(&ranges[0])]
-    } else {
-        ranges.par_iter().map(forward).collect()
-    };
+    let tapes: Vec<adjoint::Tape<Inner<B>>> = per_shard(ranges.clone(), |r| forward(&r));
     let _ = Inner::<B>::sync(device);
     let forward_s = t0.elapsed().as_secs_f64();
     let after = super::device_memory(name);
@@ -365,11 +351,7 @@ fn ncp_pass<B: AutodiffBackend>(
             g.v0.iter().map(|x| super::download(x, size)).collect(),
         )
     };
-    let parts: Vec<(f64, Vec<Vec<f64>>)> = if n == 1 {
-        tapes.into_iter().map(backward).collect()
-    } else {
-        tapes.into_par_iter().map(backward).collect()
-    };
+    let parts = per_shard(tapes, backward);
     let backward_s = t1.elapsed().as_secs_f64();
     gathered(
         model.nv,
@@ -416,5 +398,15 @@ fn gathered(
         backward_s,
         device_tape_bytes,
         shards: ranges.len(),
+    }
+}
+
+/// `f` over the shards' items: on the caller's thread for one shard, on the rayon pool for
+/// several.
+fn per_shard<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync + Send) -> Vec<R> {
+    if items.len() == 1 {
+        items.into_iter().map(f).collect()
+    } else {
+        items.into_par_iter().map(f).collect()
     }
 }
