@@ -192,17 +192,13 @@ fn cartpole_adjoint_agrees_with_the_cpu_adjoint() {
     );
 }
 
-/// Not met yet (issue 17): 1.06e-6 relative over 6 s (two worlds), every step converged on
-/// both engines. It was 2.1e-4 before the merged line contact took the ends' mean normal and
-/// the ends' mean derivative of its gap at ties, and the cpu adjoint's differences kept each
-/// contact to the branch of the forward's deepest end and removed the ends' gap offset where
-/// they straddle a tie (`ncp_fb::adjoint::tie_offset`). What remains: one-step differences of
-/// 1e-6 to 3e-6 at a few steps of seed 1 that do not scale with the cpu's difference step
-/// (`scenarios/examples/ncp_adjoint_steps.rs 1 120`), and the cpu's O(step) error across ties
-/// whose ends' gaps curve differently (2.5e-7 per step of seed 0 at a step of 1e-6, 2.6e-8 at
-/// 1e-7). Run with `--ignored` to measure.
+/// The wheeled robot (issue 17): servo rows, speculative contacts and the wheels' merged line
+/// contacts on the ground and the box, whose ties both adjoints differentiate as the ends' mean
+/// (`collision::LineEnds`). Measured 8.6e-7 over 6 s (two worlds; 2.1e-4 before the tie
+/// rules); what remains is the cpu's O(step) error of differences across ties whose ends' gaps
+/// curve differently, and one-sided differences next to near-ties
+/// (`scenarios/examples/ncp_adjoint_steps.rs` shows them step by step). About 150 s.
 #[test]
-#[ignore = "box_traversal's batched adjoint differs from the cpu adjoint by 1.06e-6 (issue 17)"]
 fn box_traversal_adjoint_agrees_with_the_cpu_adjoint() {
     check("box_traversal", &[json!({}), json!({"seed": 1})], 6.0);
 }

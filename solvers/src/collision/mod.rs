@@ -91,8 +91,11 @@ pub struct Contact {
 
 /// Two line-contact ends whose gaps differ by at most this (m) tie: their merged contact's
 /// gap (a minimum over the ends) has no derivative there, and the engines differentiate it as
-/// the ends' mean ([`LineEnds`]).
-pub const LINE_TIE_GAP: f64 = 1e-9;
+/// the ends' mean ([`LineEnds`]). A level wheel's ends differ by rounding only (0 to 1.1e-16 m
+/// measured on box_traversal). Larger tolerances call near-ties ties, where the cpu adjoint's
+/// differences can stay on one end on both sides while the batched derivative takes the mean:
+/// with 1e-9 m, ends 7e-11 m apart gave one-step differences of 3e-6 between the adjoints.
+pub const LINE_TIE_GAP: f64 = 1e-12;
 
 /// The ends of a merged line contact (`narrow_phase::merge_line_contact`): the merged gap and
 /// frame are the deepest end's, a minimum over the ends, which is not differentiable where the
