@@ -101,7 +101,7 @@ pub const LINE_TIE_GAP: f64 = 1e-12;
 /// frame are the deepest end's, a minimum over the ends, which is not differentiable where the
 /// deepest end changes. Derivatives of the contact with respect to the pose hold on one side
 /// of such a switch only; the cpu adjoint's differences keep to the forward's side
-/// ([`crate::ncp_fb::Assembly::same_structure`]), and where the ends tie within
+/// ([`crate::ncp_fb::Assembly::same_structure`], [`Self::kept`]), and where the ends tie within
 /// [`LINE_TIE_GAP`] both sides are the forward's (the symmetric derivative, the ends' mean,
 /// which the batched engine takes too: `batched::wheel`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,10 +119,15 @@ impl LineEnds {
         self.spread <= LINE_TIE_GAP
     }
 
-    /// Whether `other` (the same contact at a perturbed pose) keeps this one's deepest end,
-    /// or this one ties (either end is this one's side).
-    pub fn kept_by(&self, other: &LineEnds) -> bool {
-        self.tied() || self.deepest == other.deepest
+    /// Whether `other` (the same contact at a perturbed pose) keeps the branch of `reference`
+    /// (the forward's): both not merged line contacts, or both merged with the reference's
+    /// deepest end kept or the reference's ends tied (either end is then its side).
+    pub fn kept(reference: Option<LineEnds>, other: Option<LineEnds>) -> bool {
+        match (reference, other) {
+            (None, None) => true,
+            (Some(r), Some(o)) => r.tied() || r.deepest == o.deepest,
+            _ => false,
+        }
     }
 }
 

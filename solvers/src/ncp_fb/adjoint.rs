@@ -39,10 +39,14 @@
 //! gaps from collision at q⁻, lever arms — is smooth for a fixed contact set, and its
 //! directional derivatives along each input are taken by central differences (step
 //! [`ASSEMBLY_STEP`] relative, error ~1e-10 relative), as is `∂q⁺/∂(q⁻, u)` of the position
-//! integrator. Where a perturbation changes the contact set (a contact crossing the detection
-//! distance) the one-sided difference on the side that keeps it is used and counted in
-//! [`Gradient::one_sided`]; where neither side keeps it the input's term is dropped and counted
-//! in [`Gradient::dropped`]. The active set is otherwise the forward solution's (spec §2.6).
+//! integrator. The differences are taken per row block (`block_terms`). Where a perturbation
+//! changes the contact set (a contact crossing the detection distance), or a merged line
+//! contact's deepest end (the branch of its gap's minimum, [`crate::collision::LineEnds`]), the
+//! one-sided difference on the side that keeps it is used and counted in
+//! [`Gradient::one_sided`]; where neither side keeps it the term is dropped and counted in
+//! [`Gradient::dropped`]. Across a tie both sides count, less the ends' gap offset
+//! (`tie_offset`), which leaves the ends' mean slope. The active set is otherwise the forward
+//! solution's (spec §2.6).
 //!
 //! # Through box_traversal's box crossing (issue 13): what the measurements show
 //!
@@ -325,9 +329,10 @@ pub struct Gradient {
     pub controls: Vec<DVector<f64>>,
     /// dL/dθ for each requested parameter.
     pub params: Vec<f64>,
-    /// Assembly derivatives taken one-sided because a perturbation changed the contact set.
+    /// Assembly derivatives, per (input, row block), taken one-sided because one perturbation
+    /// changed the contact set or the block's line-contact branch.
     pub one_sided: usize,
-    /// Assembly derivatives dropped because both perturbations changed the contact set.
+    /// Assembly derivatives, per (input, row block), dropped because both perturbations did.
     pub dropped: usize,
     /// Forward steps the sweep went through that had not converged: there the implicit
     /// function theorem does not apply and the gradient is not a derivative.
@@ -438,12 +443,10 @@ impl StepInputs<'_> {
     }
 }
 
-/// One side of an input's difference: the block terms ([`block_terms`]), per block whether it
-/// keeps the forward's branch ([`Assembly::keeps_line_ends`]) and its line ends
-/// ([`Assembly::block_line_ends`]).
+/// One side of an input's difference: the block terms ([`block_terms`]) and the blocks' line
+/// ends ([`Assembly::block_line_ends`]).
 struct Side {
     terms: Vec<f64>,
-    kept: Vec<bool>,
     ends: Vec<Option<crate::collision::LineEnds>>,
 }
 
@@ -647,7 +650,8 @@ pub fn backward(
         let mut grad = DVector::zeros(inputs.len());
         for i in 0..inputs.len() {
             let d = ASSEMBLY_STEP * inputs.value(i).abs().max(1.0);
-            // Each side's terms, with per block whether it keeps the forward's branch.
+            // Each side's terms and line ends; a block's side counts where it keeps the
+            // forward's branch.
             let side = |sign: f64| {
                 inputs
                     .assemble(f, i, sign * d, h)
@@ -655,14 +659,17 @@ pub fn backward(
                     .filter(|a| a.same_structure_apart_from_line_ends(&asm))
                     .map(|a| Side {
                         terms: block_terms(&a, u, p, &c_full),
-                        kept: a.keeps_line_ends(&asm),
                         ends: a.block_line_ends(),
                     })
             };
             let (plus, minus) = (side(1.0), side(-1.0));
             let mut g = 0.0;
             for b in 0..t0.len() {
-                let kept = |s: &Option<Side>| s.as_ref().filter(|s| s.kept[b]).map(|s| s.terms[b]);
+                let kept = |s: &Option<Side>| {
+                    s.as_ref()
+                        .filter(|s| crate::collision::LineEnds::kept(ref_ends[b], s.ends[b]))
+                        .map(|s| s.terms[b])
+                };
                 g += match (kept(&plus), kept(&minus)) {
                     (Some(tp), Some(tm)) => {
                         let ends = |s: &Option<Side>| s.as_ref().and_then(|s| s.ends[b]);

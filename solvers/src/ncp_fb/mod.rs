@@ -723,37 +723,40 @@ impl Assembly {
 
     /// Same rows, blocks and contact pairs as `reference`, and every merged line contact on
     /// the reference's deepest end unless the reference's ends tie
-    /// ([`crate::collision::LineEnds::kept_by`]): the adjoint's finite differences of the
+    /// ([`crate::collision::LineEnds::kept`]): the adjoint's finite differences of the
     /// assembly at perturbed poses (`self`) need the forward's (`reference`) contact set, and
     /// the same branch of every minimum in it.
     pub fn same_structure(&self, reference: &Assembly) -> bool {
         self.same_structure_apart_from_line_ends(reference)
-            && self.keeps_line_ends(reference).iter().all(|&k| k)
+            && reference
+                .block_line_ends()
+                .iter()
+                .zip(self.block_line_ends())
+                .all(|(r, s)| crate::collision::LineEnds::kept(*r, s))
     }
 
     /// Same rows, blocks and contact pairs as `reference` (merged line contacts' deepest ends
-    /// aside: [`Self::keeps_line_ends`]).
+    /// aside: [`crate::collision::LineEnds::kept`]).
     pub fn same_structure_apart_from_line_ends(&self, reference: &Assembly) -> bool {
-        let other = reference;
-        self.problem.blocks.len() == other.problem.blocks.len()
-            && self.problem.nl() == other.problem.nl()
+        self.problem.blocks.len() == reference.problem.blocks.len()
+            && self.problem.nl() == reference.problem.nl()
             && self
                 .problem
                 .blocks
                 .iter()
-                .zip(&other.problem.blocks)
+                .zip(&reference.problem.blocks)
                 .all(|(a, b)| a.same_structure(b))
-            && self.contacts.len() == other.contacts.len()
+            && self.contacts.len() == reference.contacts.len()
             && self
                 .contacts
                 .iter()
-                .zip(&other.contacts)
+                .zip(&reference.contacts)
                 .all(|(a, b)| a.geoms == b.geoms)
     }
 
-    /// `1 + blocks` entries: entry 0 (the unconstrained velocity) `None`, then per block its
-    /// contact's merged line ends ([`crate::collision::Contact::line_ends`]; `None` for other
-    /// blocks and contacts).
+    /// `1 + blocks` entries (the layout of the adjoint's per-block terms): entry 0 (the
+    /// unconstrained velocity) `None`, then per block its contact's merged line ends
+    /// ([`crate::collision::Contact::line_ends`]; `None` for other blocks and contacts).
     pub fn block_line_ends(&self) -> Vec<Option<crate::collision::LineEnds>> {
         std::iter::once(None)
             .chain(
@@ -761,24 +764,6 @@ impl Assembly {
                     .iter()
                     .map(|c| c.and_then(|ci| self.contacts[ci].line_ends)),
             )
-            .collect()
-    }
-
-    /// For an assembly of the same structure as `reference`
-    /// ([`Self::same_structure_apart_from_line_ends`]), `1 + blocks` flags: entry 0 (the
-    /// unconstrained velocity) and every block that is not a merged line contact are true; a
-    /// merged line contact's block is true where `self` keeps the reference's deepest end or
-    /// the reference's ends tie ([`crate::collision::LineEnds::kept_by`]).
-    pub fn keeps_line_ends(&self, reference: &Assembly) -> Vec<bool> {
-        std::iter::once(true)
-            .chain(reference.block_contact.iter().map(|c| match c {
-                Some(ci) => match (&reference.contacts[*ci].line_ends, self.contacts.get(*ci)) {
-                    (None, Some(b)) => b.line_ends.is_none(),
-                    (Some(x), Some(b)) => b.line_ends.as_ref().is_some_and(|y| x.kept_by(y)),
-                    (_, None) => false,
-                },
-                None => true,
-            }))
             .collect()
     }
 
