@@ -658,7 +658,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c(
         "batch_worlds",
         Kind::U64,
-        "instances run as one batch (method autodiff; 0: one synthesis per cell)",
+        "instances run as one batch (methods autodiff and adjoint_batched; 0: one synthesis per cell)",
     ),
     c(
         "batch_resumed_at",
@@ -794,7 +794,7 @@ fn synthesize_cell(
 }
 
 /// The rows of a batched method's cells (the same formulation, method, parametrization and
-/// timestep; one seed each), run as one batch ([`cs::synthesize_autodiff`]); a failure of the
+/// timestep; one seed each), run as one batch ([`cs::synthesize_batched`]); a failure of the
 /// batch fails every row with its reason.
 pub fn run_batch(
     plan: &ControlPlan,
@@ -840,7 +840,7 @@ pub fn run_batch(
     let outcome = problems.and_then(|ps| {
         let (problems, z0): (Vec<_>, Vec<_>) = ps.into_iter().unzip();
         let s = catch_quietly(|| {
-            cs::synthesize_autodiff(
+            cs::synthesize_batched(
                 &problems,
                 &cells[0].formulation,
                 &z0,
@@ -1429,7 +1429,7 @@ pub fn render(rows: &[Row], cfg: &ExperimentConfig, figures: &[PathBuf]) -> Stri
         );
     }
     if rows.iter().any(|r| r.u64("batch_worlds") > 0) {
-        s += "\nA batched method's (`autodiff`) wall time per iteration is the whole batch's: every instance still running, rolled out and differentiated at once (the batch's size is the column `batch_worlds`; it shrinks as instances succeed). The other methods' is one instance's. An iteration is one evaluated iterate (forward and gradient); the time per iteration is the synthesis's wall time over its evaluated iterates.\n";
+        s += "\nA batched method's (`autodiff`, `adjoint_batched`) wall time per iteration is the whole batch's: every instance still running, rolled out and differentiated at once (the batch's size is the column `batch_worlds`; it shrinks as instances succeed). The other methods' is one instance's. An iteration is one evaluated iterate (forward and gradient); the time per iteration is the synthesis's wall time over its evaluated iterates.\n";
     }
     s += "\n## Cells\n\n| scene | formulation | method | controls | h (s) | seed | success | iterations to success | initial loss | final loss | position error (m) | speed (m/s) | unconverged (max per rollout) | s/iteration | reason |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows.iter().take(crate::report::MAX_CELL_ROWS) {

@@ -1,4 +1,5 @@
-//! Time the `autodiff` control-synthesis gradient's pieces on box_traversal (issue 16):
+//! Time the batched control-synthesis gradient on box_traversal (issues 16, 17): `autodiff`
+//! (soft_convex, signorini) or `adjoint_batched` (`CS_FORMULATION=ncp_fb`):
 //! `cargo run --release --features burn --example cs_autodiff_probe -- WORLDS STEPS`.
 use contactlab_scenarios::control_synthesis::{ControlProblem, FormulationChoice, Parametrization};
 use contactlab_scenarios::control_synthesis_batched::knot_gradients;
@@ -23,10 +24,16 @@ fn main() {
         })
         .collect();
     let z: Vec<Vec<f64>> = problems.iter().map(|p| p.initial_knots(0.35)).collect();
-    let f = FormulationChoice {
-        name,
-        params: json!({"integrator": "implicitfast"}),
+    // ncp_fb (method adjoint_batched) integrates its servos implicitly: no integrator setting.
+    let params = if name == "ncp_fb" {
+        serde_json::Value::Null
+    } else {
+        json!({"integrator": "implicitfast"})
     };
+    let f = FormulationChoice { name, params };
+    let t = std::time::Instant::now();
+    knot_gradients(&problems, &f, &z, false).unwrap();
+    println!("forward only: {:.3} s", t.elapsed().as_secs_f64());
     let t = std::time::Instant::now();
     let g = knot_gradients(&problems, &f, &z, true).unwrap();
     let s = t.elapsed().as_secs_f64();

@@ -1,8 +1,14 @@
-//! Control synthesis with the `autodiff` gradient (issue 16): Adam on box_traversal's knots for
-//! many instances at once, each gradient by reverse mode through the batched soft_convex or
-//! signorini ([`contactlab_solvers::batched::soft`]) on burn-ndarray in f64, every solver and
-//! line-search iteration on the tape (the Ostrich paper's "tape" baseline, MJX's way of
-//! differentiating the soft model).
+//! Control synthesis on the batched engine (issues 16 and 17): Adam on box_traversal's knots for
+//! many instances at once, on burn-ndarray in f64, each gradient either
+//!
+//! * `autodiff`: reverse mode through the batched soft_convex or signorini
+//!   ([`contactlab_solvers::batched::soft`]), every solver and line-search iteration on the tape
+//!   (the Ostrich paper's "tape" baseline, MJX's way of differentiating the soft model); or
+//! * `adjoint_batched`: ncp_fb's exact adjoint on the batched engine
+//!   ([`contactlab_solvers::batched::ncp::adjoint`]): the rollout stores each world-step's
+//!   state, controls and converged impulses, and a reverse sweep takes each step's
+//!   vector–Jacobian product by the implicit function theorem at its root (nothing per Newton
+//!   iteration), the batched counterpart of the cpu engine's `adjoint`.
 //!
 //! # One batch, many instances
 //!
@@ -11,8 +17,9 @@
 //! batch of worlds, then sweeps back over the steps on burn's tape
 //! ([`contactlab_solvers::batched::soft::sweep`]), seeded with the objective's state gradient
 //! at each world's final state ([`ControlProblem::loss_partials`]); `∂L/∂u_i` per world gives the
-//! knot gradient by the spline's transpose ([`ControlProblem::knot_gradient`]). Contact
-//! candidates that no world has are dropped in each step (`SoftBatch::skip_idle_candidates`:
+//! knot gradient by the spline's transpose ([`ControlProblem::knot_gradient`]). (ncp_fb: the
+//! adjoint's sweep [`contactlab_solvers::batched::ncp::adjoint::backward`] with the same seeds.)
+//! For the soft formulations, contact candidates that no world has are dropped in each step (`SoftBatch::skip_idle_candidates`:
 //! the same numbers, 5–6× fewer operations on box_traversal, where most wheel–box and chassis
 //! slots are idle). Worlds never
 //! interact, so one world's gradient is that of its own rollout. On CPU backends the batch is
@@ -31,7 +38,10 @@
 //! [`Synthesis::wall_per_iteration_s`] is the wall time per iteration *of the whole batch*
 //! (which the closing note of issue 16 compares with the cpu engine's per-instance time).
 
+use contactlab_solvers::batched::ncp::{adjoint, NcpBatch};
+use contactlab_solvers::batched::scalar::S;
 use contactlab_solvers::batched::soft::{sweep, SoftBatch};
+use contactlab_solvers::batched::{download, upload, upload_states, AutodiffF64, NdArrayF64};
 use contactlab_solvers::State;
 use nalgebra::DVector;
 use rayon::prelude::*;
@@ -72,6 +82,175 @@ pub fn soft_batch(
     Ok(b)
 }
 
+/// A batched program of the instances' formulation: the batched soft_convex or signorini
+/// (gradient by reverse mode through every solver iteration, method `autodiff`), or the batched
+/// ncp_fb (gradient by its adjoint over the stored converged steps, method `adjoint_batched`).
+pub enum Batch {
+    /// soft_convex or signorini ([`soft_batch`]).
+    Soft(SoftBatch),
+    /// ncp_fb ([`ncp_batch`]).
+    Ncp(Box<NcpBatch>),
+}
+
+/// The batched ncp_fb of `f` for `model`, for the exact adjoint on many worlds
+/// ([`contactlab_solvers::batched::ncp::adjoint`]).
+///
+/// # Errors
+/// Another formulation, bad parameters, or a setting the batched ncp_fb refuses (named:
+/// `linear_solver: pcr`, the `dissipation_weight` friction residual, equality rows).
+pub fn ncp_batch(
+    f: &FormulationChoice,
+    model: &contactlab_solvers::Model,
+) -> Result<NcpBatch, String> {
+    if f.name != "ncp_fb" {
+        return Err(format!(
+            "gradient method 'adjoint_batched' needs ncp_fb (the batched adjoint), not '{}'",
+            f.name
+        ));
+    }
+    contactlab_solvers::engine::batched_support(&f.name, model)?;
+    let p: contactlab_solvers::ncp_fb::NcpFbParams =
+        contactlab_solvers::formulation::parse_params("ncp_fb", &f.params)
+            .map_err(|e| e.to_string())?;
+    NcpBatch::new(model, p).map_err(|e| format!("batched ncp_fb: {e}"))
+}
+
+/// The batch of `f`: ncp_fb's ([`ncp_batch`]) or a soft formulation's ([`soft_batch`]).
+///
+/// # Errors
+/// As [`ncp_batch`] and [`soft_batch`].
+pub fn batch(f: &FormulationChoice, model: &contactlab_solvers::Model) -> Result<Batch, String> {
+    if f.name == "ncp_fb" {
+        Ok(Batch::Ncp(Box::new(ncp_batch(f, model)?)))
+    } else {
+        Ok(Batch::Soft(soft_batch(f, model)?))
+    }
+}
+
+/// The per-step controls of the worlds (steps × nu × worlds) under their knots.
+fn batch_controls(problems: &[&ControlProblem], z: &[&[f64]]) -> Vec<Vec<Vec<f64>>> {
+    let p0 = problems[0];
+    let per_world: Vec<Vec<Vec<f64>>> =
+        problems.iter().zip(z).map(|(p, z)| p.controls(z)).collect();
+    (0..p0.steps)
+        .map(|i| {
+            (0..p0.nu())
+                .map(|a| per_world.iter().map(|c| c[i][a]).collect())
+                .collect()
+        })
+        .collect()
+}
+
+/// [`rollout_shard`] for ncp_fb: the batched rollout keeping its converged steps
+/// ([`adjoint::rollout`], burn-ndarray f64), then, with `grad`, the adjoint's backward sweep
+/// ([`adjoint::backward`]) seeded per world with the objective's state gradient at its final
+/// state. A world is stopped where it left the batched engine's class, where its state became
+/// non-finite, or where a step failed (the state was held: not the cpu engine's rollout); the
+/// steps whose Newton matrix had no pseudo-inverse make the gradient not a derivative and stop
+/// the world too, with the count.
+fn rollout_shard_ncp(
+    batch: &NcpBatch,
+    problems: &[&ControlProblem],
+    z: &[&[f64]],
+    grad: bool,
+) -> Vec<WorldResult> {
+    let w = problems.len();
+    let p0 = problems[0];
+    let (nq, nv, h) = (p0.model.nq, p0.model.nv, p0.h);
+    let device = Default::default();
+    let initial: Vec<State> = problems.iter().map(|p| p.initial.clone()).collect();
+    let (q, v) = upload_states::<NdArrayF64>(&initial, &device);
+    let controls: Vec<Vec<S<NdArrayF64>>> = batch_controls(problems, z)
+        .into_iter()
+        .map(|u| {
+            u.into_iter()
+                .map(|col| S::T(upload(col, &device)))
+                .collect()
+        })
+        .collect();
+    let tape = adjoint::rollout(batch, q, v, &controls, h, w);
+    let t_end = p0.steps as f64 * h + initial[0].t;
+    let qs: Vec<Vec<f64>> = tape.q.iter().map(|s| download(s, w)).collect();
+    let vs: Vec<Vec<f64>> = tape.v.iter().map(|s| download(s, w)).collect();
+    let last: Vec<State> = (0..w)
+        .map(|k| State {
+            q: DVector::from_iterator(nq, qs.iter().map(|c| c[k])),
+            v: DVector::from_iterator(nv, vs.iter().map(|c| c[k])),
+            t: t_end,
+        })
+        .collect();
+    let mut stopped: Vec<Option<String>> = (0..w)
+        .map(|k| {
+            if let Some(why) = &tape.left[k] {
+                Some(why.clone())
+            } else if let Some(&i) = tape.failed_at[k].first() {
+                Some(format!(
+                    "ncp_fb step {i} failed (no finite Newton iterate, or a mass matrix not positive definite); the state was held"
+                ))
+            } else if !last[k].q.iter().chain(last[k].v.iter()).all(|x| x.is_finite()) {
+                Some("the state became non-finite".to_string())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let per_step = grad.then(|| {
+        let mut lq = vec![vec![0.0; w]; nq];
+        let mut lv = vec![vec![0.0; w]; nv];
+        for k in (0..w).filter(|&k| stopped[k].is_none()) {
+            let (gq, gv) = problems[k].loss_partials(&last[k]);
+            for (j, g) in gq.iter().enumerate() {
+                lq[j][k] = *g;
+            }
+            for (j, g) in gv.iter().enumerate() {
+                lv[j][k] = *g;
+            }
+        }
+        let n = tape.len();
+        let tensors = |xs: &[Vec<f64>]| -> Vec<S<NdArrayF64>> {
+            xs.iter().map(|x| S::T(upload(x.clone(), &device))).collect()
+        };
+        let (sq, sv) = (tensors(&lq), tensors(&lv));
+        let g = adjoint::backward::<AutodiffF64>(batch, &tape, &device, &|k, _, _| {
+            if k == n {
+                (sq.clone(), sv.clone())
+            } else {
+                (vec![S::C(0.0); nq], vec![S::C(0.0); nv])
+            }
+        });
+        for (k, &f) in g.failed_solves.iter().enumerate() {
+            if f > 0 && stopped[k].is_none() {
+                stopped[k] = Some(format!(
+                    "the adjoint's Newton matrix had no finite pseudo-inverse in {f} steps: the gradient is not a derivative"
+                ));
+            }
+        }
+        let per_control: Vec<Vec<Vec<f64>>> = g
+            .controls
+            .iter()
+            .map(|u| u.iter().map(|a| download(a, w)).collect())
+            .collect();
+        (0..w)
+            .map(|k| {
+                per_control
+                    .iter()
+                    .map(|u| DVector::from_iterator(u.len(), u.iter().map(|a| a[k])))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut per_step = per_step.map(|p| p.into_iter().map(Some).collect::<Vec<_>>());
+    last.into_iter()
+        .enumerate()
+        .map(|(k, last)| WorldResult {
+            last,
+            per_step: per_step.as_mut().and_then(|p| p[k].take()),
+            unconverged_at: tape.unconverged_at[k].clone(),
+            stopped: stopped[k].take(),
+        })
+        .collect()
+}
+
 /// Roll out `problems[i]` under knots `z[i]` (one shard of worlds) and, with `grad`, `∂L/∂u`
 /// by the per-step reverse sweep ([`sweep`]).
 fn rollout_shard(
@@ -82,18 +261,10 @@ fn rollout_shard(
 ) -> Vec<WorldResult> {
     let w = problems.len();
     let p0 = problems[0];
-    let (nu, steps, h) = (p0.nu(), p0.steps, p0.h);
+    let (nu, h) = (p0.nu(), p0.h);
     let initial: Vec<State> = problems.iter().map(|p| p.initial.clone()).collect();
-    let per_world: Vec<Vec<Vec<f64>>> =
-        problems.iter().zip(z).map(|(p, z)| p.controls(z)).collect();
     // (steps × nu × w)
-    let controls: Vec<Vec<Vec<f64>>> = (0..steps)
-        .map(|i| {
-            (0..nu)
-                .map(|a| per_world.iter().map(|c| c[i][a]).collect())
-                .collect()
-        })
-        .collect();
+    let controls = batch_controls(problems, z);
     let fwd = sweep::forward(batch, &initial, &controls, h);
     let per_step = grad.then(|| {
         // Seed: the objective's state gradient per world, zero for a world that cannot be
@@ -133,7 +304,7 @@ fn rollout_shard(
 
 /// Roll out the worlds `idx` of `problems` under their knots, in one shard per worker.
 fn rollout(
-    batch: &SoftBatch,
+    batch: &Batch,
     problems: &[ControlProblem],
     z: &[Vec<f64>],
     idx: &[usize],
@@ -145,7 +316,10 @@ fn rollout(
         .flat_map_iter(|c| {
             let ps: Vec<&ControlProblem> = c.iter().map(|&i| &problems[i]).collect();
             let zs: Vec<&[f64]> = c.iter().map(|&i| z[i].as_slice()).collect();
-            rollout_shard(batch, &ps, &zs, grad)
+            match batch {
+                Batch::Soft(b) => rollout_shard(b, &ps, &zs, grad),
+                Batch::Ncp(b) => rollout_shard_ncp(b, &ps, &zs, grad),
+            }
         })
         .collect()
 }
@@ -181,7 +355,7 @@ pub fn knot_gradients(
         return Ok(Vec::new());
     };
     check_shapes(problems, z)?;
-    let batch = soft_batch(f, &p0.model)?;
+    let batch = batch(f, &p0.model)?;
     let idx: Vec<usize> = (0..problems.len()).collect();
     Ok(rollout(&batch, problems, z, &idx, grad)
         .into_iter()
@@ -198,7 +372,7 @@ pub fn knot_gradients(
 fn check_shapes(problems: &[ControlProblem], z: &[Vec<f64>]) -> Result<(), String> {
     let p0 = &problems[0];
     if z.len() != problems.len() || z.iter().zip(problems).any(|(z, p)| z.len() != p.len()) {
-        return Err("autodiff synthesis: one knot vector of K nu entries per instance".into());
+        return Err("batched synthesis: one knot vector of K nu entries per instance".into());
     }
     if problems.iter().any(|p| {
         p.steps != p0.steps
@@ -207,7 +381,7 @@ fn check_shapes(problems: &[ControlProblem], z: &[Vec<f64>]) -> Result<(), Strin
             || p.nu() != p0.nu()
             || p.parametrization != p0.parametrization
     }) {
-        return Err("autodiff synthesis: the instances of one batch must share timestep, horizon, knots and parametrization".into());
+        return Err("batched synthesis: the instances of one batch must share timestep, horizon, knots and parametrization".into());
     }
     Ok(())
 }
@@ -248,7 +422,7 @@ pub fn synthesize_batch_resumable(
         return Ok(Vec::new());
     };
     check_shapes(problems, z0)?;
-    let batch = soft_batch(f, &p0.model)?;
+    let batch = batch(f, &p0.model)?;
     let par = p0.parametrization;
     par.check(p0.nu())?;
     let n = problems.len();
@@ -257,7 +431,7 @@ pub fn synthesize_batch_resumable(
             let dims: Vec<usize> = z0.iter().map(Vec::len).collect();
             if let Err(why) = r.check(n, iterations, &dims) {
                 return Err(format!(
-                    "autodiff synthesis: the stored progress is not this batch's ({why})"
+                    "batched synthesis: the stored progress is not this batch's ({why})"
                 ));
             }
             r

@@ -102,7 +102,8 @@ fn compare(scene: &str, params: &[Value], seconds: f64) -> Compared {
         })
         .collect();
     let tape = adjoint::rollout(&b, q, v, &ctrl, h, worlds);
-    assert!(tape.failed.iter().all(|&f| f == 0));
+    assert!(tape.failed_at.iter().all(Vec::is_empty));
+    assert!(tape.left.iter().all(Option::is_none), "{:?}", tape.left);
     let g = adjoint::backward::<AutodiffF64>(&b, &tape, &device, &|k, _, _| {
         if k == n {
             (

@@ -179,6 +179,7 @@ fn batch(pbs: &[&cpu::Problem]) -> (Problem<Nd>, Vec<Vec<Option<usize>>>) {
         eps_fb: pbs[0].eps_fb,
         rho_n: S::C(0.0),
         rho_f: S::C(0.0),
+        packed: None,
     };
     (pb, maps)
 }

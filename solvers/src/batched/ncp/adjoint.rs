@@ -44,7 +44,7 @@
 //! a box at rest whose contact solve leaves |ω| ~ 1e-17 gave 2e-2 errors on box_slide).
 //!
 //! What the gradient cannot be trusted through is counted per world, never dropped silently:
-//! unconverged and failed forward steps ([`Tape::unconverged`], [`Tape::failed`]; the sweep
+//! unconverged and failed forward steps ([`Tape::unconverged_at`], [`Tape::failed_at`]; the sweep
 //! differentiates a failed world's step as if it had moved) and steps whose Newton matrix had
 //! no finite pseudo-inverse ([`Gradient::failed_solves`]).
 
@@ -80,12 +80,19 @@ pub struct Tape<B: Backend> {
     pub q: Vec<S<B>>,
     /// Velocities after the last step (nv).
     pub v: Vec<S<B>>,
-    /// Per world: steps that ended unconverged (the gradient through them is not a
-    /// derivative).
-    pub unconverged: Vec<usize>,
-    /// Per world: steps that failed (no iterate; the state was held). The sweep's derivative
-    /// through such a step is not that of the held state.
-    pub failed: Vec<usize>,
+    /// Per world: the steps (indices) that ended unconverged (the gradient through them is not
+    /// a derivative).
+    pub unconverged_at: Vec<Vec<usize>>,
+    /// Per world: the steps (indices) that failed (no iterate, or a mass matrix that was not
+    /// positive definite; the state was held). The sweep's derivative through such a step is
+    /// not that of the held state.
+    pub failed_at: Vec<Vec<usize>>,
+    /// Per world: why its rollout left the batched engine's scene class, the first step's
+    /// reason (a pair the batched collision does not run came within reach and has contact
+    /// rows by the cpu engine's rules; the stepper's `diverged` report), with the time measured
+    /// from the rollout's start; `None` where it stayed inside. Such a world's rollout and
+    /// gradient are not the cpu engine's.
+    pub left: Vec<Option<String>>,
 }
 
 impl<B: Backend> Tape<B> {
@@ -135,17 +142,31 @@ pub fn rollout<B: Backend>(
         steps: Vec::with_capacity(controls.len()),
         q,
         v,
-        unconverged: vec![0; worlds],
-        failed: vec![0; worlds],
+        unconverged_at: vec![Vec::new(); worlds],
+        failed_at: vec![Vec::new(); worlds],
+        left: vec![None; worlds],
     };
-    for ctrl in controls {
+    for (k, ctrl) in controls.iter().enumerate() {
         let out = step(b, &tape.q, &tape.v, ctrl, h);
         let conv = crate::batched::download_mask(&out.solution.converged, worlds);
         let failed =
             crate::batched::download_mask(&out.solution.failed.or(&out.singular_mass), worlds);
+        let left = super::stepper::left_reasons(
+            b,
+            &out.assembly.outside,
+            (&tape.q, &tape.v),
+            worlds,
+            (k as f64 * h, h),
+        );
         for w in 0..worlds {
-            tape.unconverged[w] += usize::from(!conv[w] && !failed[w]);
-            tape.failed[w] += usize::from(failed[w]);
+            if failed[w] {
+                tape.failed_at[w].push(k);
+            } else if !conv[w] {
+                tape.unconverged_at[w].push(k);
+            }
+            if tape.left[w].is_none() {
+                tape.left[w].clone_from(&left[w]);
+            }
         }
         let q = std::mem::replace(&mut tape.q, out.q);
         let v = std::mem::replace(&mut tape.v, out.v);
@@ -169,8 +190,8 @@ pub struct Gradient<B: Backend> {
     pub controls: Vec<Vec<S<B>>>,
     /// Per world: steps whose Newton matrix had no finite pseudo-inverse; their terms are
     /// missing and the gradient is not a derivative (the cpu adjoint's
-    /// [`crate::ncp_fb::adjoint::Gradient::failed_solves`]). With [`Tape::unconverged`] and
-    /// [`Tape::failed`], what a caller must report beside the gradient.
+    /// [`crate::ncp_fb::adjoint::Gradient::failed_solves`]). With [`Tape::unconverged_at`],
+    /// [`Tape::failed_at`] and [`Tape::left`], what a caller must report beside the gradient.
     pub failed_solves: Vec<usize>,
 }
 
@@ -314,6 +335,8 @@ pub fn backward<A: AutodiffBackend>(
         let (v, ctrl) = (track(&lv), track(&lc));
         let asm = super::assemble::assemble(b, &q, &v, &ctrl, h);
         let pb: &Problem<A> = &asm.problem;
+        // The same state gives the same slots (idle ones dropped alike) as in the rollout.
+        assert_eq!(s.p.len(), pb.nl(), "step {k}: re-assembled rows differ from the rollout's");
         let p_star: Vec<S<A>> = s.p.iter().map(constant::<A>).collect();
         let p_tilde = if pb.nl() == 0 {
             p_star

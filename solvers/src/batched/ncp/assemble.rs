@@ -74,6 +74,13 @@ pub struct NcpBatch {
     /// The cpu formulation with the same parameters (asked where an uncollided pair comes
     /// within reach, [`NcpFb::pair_has_rows`]).
     pub cpu: NcpFb,
+    /// Drop the slot of a candidate that is a contact in no world of the batch (one readback
+    /// of its mask per candidate and step). Exact: an inert slot's rows are zero in J, r = p,
+    /// and change no other row's arithmetic (they only add operations on zeros, module doc of
+    /// [`super`]); on box_traversal most wheel–box and chassis candidates are idle. Default
+    /// true; off, every candidate found in some world keeps its slot (tests that compare slot
+    /// layouts).
+    pub skip_idle_slots: bool,
     /// The model with only the explicit actuators (for the smooth forces).
     explicit: Model,
     /// Each geom's bounding-sphere radius (m; 0 where unbounded, a plane or height field).
@@ -133,6 +140,7 @@ impl NcpBatch {
             compiled: CompiledModel::new(model),
             settings: cpu.settings(),
             cpu,
+            skip_idle_slots: true,
             params,
             servo,
             explicit,
@@ -416,6 +424,7 @@ pub fn assemble<B: Backend>(
             eps_fb: p.fb_smoothing,
             rho_n: S::C(0.0),
             rho_f: S::C(0.0),
+            packed: None,
         },
         contacts,
         outside,
@@ -481,6 +490,9 @@ fn contact_slots<B: Backend>(
                 .gt(&S::C(p.detection_margin))
                 .and(&gap.gt(&(bound + p.detection_margin)));
             active = active.and(&beyond.not());
+        }
+        if b.skip_idle_slots && !active.any_true() {
+            continue;
         }
         if friction {
             let zero = amax(&jf[1])

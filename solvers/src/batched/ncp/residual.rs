@@ -100,6 +100,18 @@ pub struct Problem<B: Backend> {
     pub rho_n: S<B>,
     /// Relative friction compliance ρ_f (-), per world.
     pub rho_f: S<B>,
+    /// `j` and `minv_jt` packed ([`Self::packed`]), for the solver's products `J u` and
+    /// `M⁻¹Jᵀ p` as batched matrix products; `None`: unrolled, scalar by scalar.
+    pub packed: Option<PackedJacobian<B>>,
+}
+
+/// The constraint Jacobian and `M⁻¹Jᵀ` as `(worlds, nλ, nv)` and `(worlds, nv, nλ)` tensors,
+/// with a `(worlds)` tensor of the batch's shape ([`super::dense`], "Packed").
+#[derive(Debug, Clone)]
+pub struct PackedJacobian<B: Backend> {
+    j: burn_tensor::Tensor<B, 3>,
+    minv_jt: burn_tensor::Tensor<B, 3>,
+    like: burn_tensor::Tensor<B, 1>,
 }
 
 /// The residual and its generalized Jacobian at one `(u, p)`, dense per world with structural
@@ -160,8 +172,49 @@ impl<B: Backend> Problem<B> {
         self.u_free.len()
     }
 
+    /// This problem with `j` and `minv_jt` packed (where any entry is a per-world tensor), so
+    /// that [`Self::velocity`] and [`Self::row_velocities`] are one batched matrix product each
+    /// instead of nλ·nv scalar operations. The same products to round-off (the matrix product
+    /// sums in its own order).
+    pub fn packed(mut self) -> Self {
+        use super::dense::{like, pack};
+        if self.nl() == 0 {
+            return self;
+        }
+        if let Some(l) = like(self.j.iter().flatten().chain(self.minv_jt.iter().flatten())) {
+            self.packed = Some(PackedJacobian {
+                j: pack(&self.j, &l),
+                minv_jt: pack(&self.minv_jt, &l),
+                like: l,
+            });
+        }
+        self
+    }
+
+    /// `m x` per world with `m` packed `(worlds, r, c)` and `x` c scalars: r scalars. A
+    /// broadcast product and a sum over c (burn-ndarray's matrix product hands these small
+    /// products to its thread pool, whose wake-ups cost more than the arithmetic).
+    fn packed_product(
+        m: &burn_tensor::Tensor<B, 3>,
+        x: &[S<B>],
+        like: &burn_tensor::Tensor<B, 1>,
+    ) -> Vec<S<B>> {
+        let [w, r, c] = m.dims();
+        let x: burn_tensor::Tensor<B, 2> =
+            burn_tensor::Tensor::stack(x.iter().map(|s| s.tensor_like(like)).collect(), 1);
+        let y = (m.clone() * x.reshape([w, 1, c])).sum_dim(2).reshape([w, r]);
+        y.chunk(r, 1)
+            .into_iter()
+            .map(|t| S::T(t.reshape([w])))
+            .collect()
+    }
+
     /// Velocity after the step, `u = u_free + M⁻¹ Jᵀ p` (R1 eliminated), nv.
     pub fn velocity(&self, p: &[S<B>]) -> Vec<S<B>> {
+        if let Some(pk) = &self.packed {
+            let mp = Self::packed_product(&pk.minv_jt, p, &pk.like);
+            return self.u_free.iter().zip(mp).map(|(uf, x)| uf + &x).collect();
+        }
         self.minv_jt
             .iter()
             .zip(&self.u_free)
@@ -171,6 +224,9 @@ impl<B: Backend> Problem<B> {
 
     /// Row velocities `v = J u`, nλ.
     pub fn row_velocities(&self, u: &[S<B>]) -> Vec<S<B>> {
+        if let Some(pk) = &self.packed {
+            return Self::packed_product(&pk.j, u, &pk.like);
+        }
         self.j
             .iter()
             .map(|row| dot(row.iter().zip(u).map(|(a, x)| a * x)))
@@ -398,6 +454,46 @@ impl<B: Backend> Problem<B> {
                     .collect()
             })
             .collect()
+    }
+
+    /// The row blocks `(first row, rows)` in row order; they tile `0..nλ` and hold every
+    /// non-zero of `∂r/∂v` and `∂r/∂p` (both block diagonal).
+    pub fn row_blocks(&self) -> Vec<(usize, usize)> {
+        self.blocks.iter().map(|b| (b.row(), b.rows())).collect()
+    }
+
+    /// [`Self::newton_matrix`] packed (`(worlds, nλ, nλ)`, [`super::dense`], "Packed"):
+    /// `∂r/∂v · D + (∂r/∂p + diag(reg))` with `delassus` D packed. `∂r/∂v` is block diagonal, so
+    /// each block's rows of the product are its block times D's rows (a broadcast product and
+    /// a sum per block). The same matrix as the unrolled one to round-off (the regularization
+    /// is added to `∂r/∂p` first).
+    pub fn newton_matrix_packed(
+        &self,
+        lin: &Linearization<B>,
+        delassus: &burn_tensor::Tensor<B, 3>,
+        reg: &[S<B>],
+        like: &burn_tensor::Tensor<B, 1>,
+    ) -> burn_tensor::Tensor<B, 3> {
+        use super::dense::pack_block_diagonal;
+        let blocks = self.row_blocks();
+        let [w, n, _] = delassus.dims();
+        let rows: Vec<burn_tensor::Tensor<B, 3>> = blocks
+            .iter()
+            .map(|&(r, k)| {
+                let rv: Vec<Vec<S<B>>> = (r..r + k)
+                    .map(|i| lin.r_vel[i][r..r + k].to_vec())
+                    .collect();
+                let d = delassus.clone().slice([0..w, r..r + k, 0..n]);
+                if k == 1 {
+                    return d * rv[0][0].tensor_like(like).reshape([w, 1, 1]);
+                }
+                let rv = super::dense::pack(&rv, like);
+                (rv.reshape([w, k, k, 1]) * d.reshape([w, 1, k, n]))
+                    .sum_dim(2)
+                    .reshape([w, k, n])
+            })
+            .collect();
+        burn_tensor::Tensor::cat(rows, 1) + pack_block_diagonal(&lin.r_p, Some(reg), &blocks, like)
     }
 
     /// `‖r‖²` per world.
@@ -748,6 +844,7 @@ mod tests {
             eps_fb: 1e-8,
             rho_n: col(&|w| w.rho[0]),
             rho_f: col(&|w| w.rho[1]),
+            packed: None,
         }
     }
 

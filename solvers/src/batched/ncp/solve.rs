@@ -14,7 +14,7 @@
 
 use burn_tensor::backend::Backend;
 
-use super::dense::{finite, lu_solve};
+use super::dense::{finite, like, lu_solve, lu_solve_packed, pack};
 use super::residual::{max, Problem};
 use crate::batched::scalar::{M, S};
 use crate::ncp_fb::residual::Friction;
@@ -70,6 +70,10 @@ impl<B: Backend> Solution<B> {
 struct Fixed<B: Backend> {
     delassus: Vec<Vec<S<B>>>,
     reg: Vec<S<B>>,
+    /// The Delassus matrix packed `(worlds, nλ, nλ)` with a `(worlds)` tensor of the batch's
+    /// shape ([`super::dense`], "Packed"); `None` where every entry is a host constant (then
+    /// the Newton systems are solved unrolled).
+    packed: Option<(burn_tensor::Tensor<B, 3>, burn_tensor::Tensor<B, 1>)>,
 }
 
 /// Solve one step's problem per world from p = 0 ([`crate::ncp_fb::solve::solve`]): the
@@ -77,9 +81,16 @@ struct Fixed<B: Backend> {
 /// projected), their projection onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n with the residual and NCP
 /// criterion of the projected iterate.
 pub fn solve<B: Backend>(pb: &Problem<B>, s: &Settings) -> Solution<B> {
+    let packed = pb.clone().packed();
+    let pb = &packed;
     let delassus = pb.delassus();
     let reg = pb.regularization(s.regularization, s.friction_regularization, &delassus);
-    let fixed = Fixed { delassus, reg };
+    let packed = like(delassus.iter().flatten()).map(|l| (pack(&delassus, &l), l));
+    let fixed = Fixed {
+        delassus,
+        reg,
+        packed,
+    };
     let mut sol = passes(pb, s, &fixed);
     let project = sol
         .failed
@@ -336,9 +347,13 @@ fn from<B: Backend>(
     let mem = s.nonmonotone_memory.max(1);
     let direction = |u: &[S<B>], p: &[S<B>], mode: Friction| {
         let lin = pb.linearize(u, p, mode);
-        let a = pb.newton_matrix(&lin, &fixed.delassus, &fixed.reg);
         let rhs: Vec<S<B>> = lin.r.iter().map(|x| -x).collect();
-        let (dp, ok) = lu_solve(&a, &rhs);
+        let (dp, ok) = match &fixed.packed {
+            Some((d, like)) => {
+                lu_solve_packed(pb.newton_matrix_packed(&lin, d, &fixed.reg, like), &rhs)
+            }
+            None => lu_solve(&pb.newton_matrix(&lin, &fixed.delassus, &fixed.reg), &rhs),
+        };
         (dp, ok, Problem::norm_squared(&lin.r))
     };
     for k in 0..s.iterations {

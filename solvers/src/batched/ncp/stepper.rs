@@ -185,7 +185,7 @@ fn reports<B: Backend>(
 /// not collide is flagged conservatively (within its widened detection distance); in the worlds
 /// so flagged the cpu engine's rules decide ([`crate::ncp_fb::NcpFb::pair_has_rows`] on that
 /// world's state): only a pair that has contact rows there takes the world out.
-fn left_reasons<B: Backend>(
+pub(super) fn left_reasons<B: Backend>(
     b: &NcpBatch,
     outside: &[Outside<B>],
     (q, v): (&[S<B>], &[S<B>]),
