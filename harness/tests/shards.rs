@@ -542,8 +542,8 @@ fn slurm_scripts_are_valid_bash_with_the_array_the_shards_and_the_dependent_merg
 }
 
 /// The control-synthesis study's batches of worlds stay whole: configs/control_synthesis.yaml
-/// (ncp_fb's two adjoints per instance, soft_convex and signorini by `autodiff` as one batch of
-/// 50 worlds per coordinates) as 3 shards: each batch lies in one shard, every cell in exactly
+/// (ncp_fb's two cpu adjoints per instance; ncp_fb by `adjoint_batched`, soft_convex and
+/// signorini by `autodiff`, each as one batch of 50 worlds per coordinates) as 3 shards: each batch lies in one shard, every cell in exactly
 /// one shard.
 #[test]
 fn control_synthesis_batches_are_never_split() {
@@ -556,7 +556,7 @@ fn control_synthesis_batches_are_never_split() {
     ));
     let (cfg, text) = contactlab_harness::config::load(file).unwrap();
     let plan = plan(file, &text, cfg, &Catalog::builtin()).unwrap();
-    assert_eq!(plan.cells.len(), 400);
+    assert_eq!(plan.cells.len(), 500);
     let mut owner: std::collections::BTreeMap<&str, usize> = Default::default();
     for index in 1..=3 {
         for c in shard_cells(&plan, Some(&Shard { index, count: 3 })) {
@@ -567,7 +567,7 @@ fn control_synthesis_batches_are_never_split() {
             );
         }
     }
-    assert_eq!(owner.len(), 400);
+    assert_eq!(owner.len(), 500);
     let mut batches: std::collections::BTreeMap<String, std::collections::BTreeSet<usize>> =
         Default::default();
     for c in plan.cells.iter().filter(|c| c.method.batched()) {
@@ -581,8 +581,9 @@ fn control_synthesis_batches_are_never_split() {
             .or_default()
             .insert(owner[c.id.as_str()]);
     }
-    // soft_convex and signorini, drive and wheel coordinates: four batches, each in one shard.
-    assert_eq!(batches.len(), 4);
+    // ncp_fb, soft_convex and signorini, drive and wheel coordinates: six batches, each in one
+    // shard.
+    assert_eq!(batches.len(), 6);
     assert!(batches.values().all(|s| s.len() == 1), "{batches:?}");
     // The 200 single cells spread over the shards.
     for index in 1..=3 {

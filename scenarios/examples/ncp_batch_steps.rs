@@ -45,7 +45,8 @@ fn main() {
         let it = download(&out.solution.iterations, worlds);
         let dt = t.elapsed().as_secs_f64();
         total += dt;
-        let conv = contactlab_solvers::batched::download(&out.solution.converged.indicator(), worlds);
+        let conv =
+            contactlab_solvers::batched::download(&out.solution.converged.indicator(), worlds);
         println!(
             "step {k:3} rows {:3} slots {:2} max iterations {:3} mean {:5.1} converged {:3}/{worlds} {:.3} s",
             out.assembly.problem.nl(),

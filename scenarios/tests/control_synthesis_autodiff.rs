@@ -172,3 +172,41 @@ fn per_iteration_pieces_equal_the_whole_step_tape() {
         assert!(err <= 1e-10 * scale, "{name}: {err:e} of {scale:e}");
     }
 }
+
+/// `adjoint_batched` (issue 17): ncp_fb's exact adjoint on the batched engine, two instances as
+/// one batch, against the cpu engine's `adjoint` of each instance alone: the same final state
+/// and loss, the same unconverged steps, and the same knot gradient within issue 17's 1e-6
+/// relative (largest entry).
+#[test]
+fn batched_adjoint_knot_gradient_matches_the_cpu_adjoint() {
+    use contactlab_scenarios::control_synthesis::{gradient, GradientMethod};
+    let problems: Vec<ControlProblem> = [1, 3].into_iter().map(problem).collect();
+    let z: Vec<Vec<f64>> = problems.iter().map(|p| p.initial_knots(0.35)).collect();
+    let f = FormulationChoice {
+        name: "ncp_fb".into(),
+        params: serde_json::Value::Null,
+    };
+    let batched = knot_gradients(&problems, &f, &z, true).unwrap();
+    for ((p, z), b) in problems.iter().zip(&z).zip(&batched) {
+        assert!(b.stopped.is_none(), "{:?}", b.stopped);
+        let cpu = gradient(p, &f, GradientMethod::Adjoint, z).unwrap();
+        assert!(cpu.diverged.is_none(), "{:?}", cpu.diverged);
+        let dx = (&b.last.q - &cpu.last.q).amax();
+        assert!(dx <= 1e-6, "final q differs by {dx:e}");
+        assert!((p.loss(&b.last) - cpu.loss).abs() <= 1e-6 * cpu.loss.max(1.0));
+        assert_eq!(b.unconverged_at, cpu.unconverged_at);
+        let g = b.gradient.as_ref().unwrap();
+        let scale = cpu.gradient.iter().fold(0.0_f64, |m, x| m.max(x.abs()));
+        let err = g
+            .iter()
+            .zip(&cpu.gradient)
+            .fold(0.0_f64, |m, (a, c)| m.max((a - c).abs()));
+        println!(
+            "loss {:.6}: max |batched − cpu adjoint| {err:.3e} of max |g| {scale:.3e} ({:.2e})",
+            cpu.loss,
+            err / scale
+        );
+        assert!(scale > 1e-3);
+        assert!(err <= 1e-6 * scale, "{:e} relative", err / scale);
+    }
+}

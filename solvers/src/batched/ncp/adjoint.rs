@@ -336,7 +336,11 @@ pub fn backward<A: AutodiffBackend>(
         let asm = super::assemble::assemble(b, &q, &v, &ctrl, h);
         let pb: &Problem<A> = &asm.problem;
         // The same state gives the same slots (idle ones dropped alike) as in the rollout.
-        assert_eq!(s.p.len(), pb.nl(), "step {k}: re-assembled rows differ from the rollout's");
+        assert_eq!(
+            s.p.len(),
+            pb.nl(),
+            "step {k}: re-assembled rows differ from the rollout's"
+        );
         let p_star: Vec<S<A>> = s.p.iter().map(constant::<A>).collect();
         let p_tilde = if pb.nl() == 0 {
             p_star

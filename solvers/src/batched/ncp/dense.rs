@@ -121,9 +121,7 @@ pub fn lu_solve_packed<B: Backend>(m: Tensor<B, 3>, b: &[S<B>]) -> (Vec<S<B>>, M
     for k in (0..n).rev() {
         let num = match &x_tail {
             None => y_heads[k].clone(),
-            Some(xt) => {
-                y_heads[k].clone() - (u_rows[k].clone() * xt.clone()).sum_dim(1)
-            }
+            Some(xt) => y_heads[k].clone() - (u_rows[k].clone() * xt.clone()).sum_dim(1),
         };
         let xk = num / pivots[k].clone();
         x[k] = S::T(xk.clone().reshape([w]));
@@ -246,7 +244,10 @@ mod tests {
             assert!(download(&okr.indicator(), w).iter().all(|&o| o == 1.0));
             for (xi, ri) in x.iter().zip(&xr) {
                 for (p, q) in download(xi, w).iter().zip(download(ri, w)) {
-                    assert!((p - q).abs() <= 1e-14 * (1.0 + q.abs()), "n {n}: {p} vs {q}");
+                    assert!(
+                        (p - q).abs() <= 1e-14 * (1.0 + q.abs()),
+                        "n {n}: {p} vs {q}"
+                    );
                 }
             }
             // A x − b per world.

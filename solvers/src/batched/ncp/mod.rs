@@ -21,7 +21,9 @@
 //! * [`residual`]: the constraint residual (R2)–(R5) with the natural map of the friction disk,
 //!   its exact and lagged generalized Jacobians, the Delassus matrix, the Newton matrix (Schur
 //!   complement, spec eq. (12)) with its regularization, and the stopping test's measures.
-//! * [`dense`]: the per-world dense solve of the Newton system.
+//! * [`dense`]: the per-world dense solve of the Newton system, packed into `(worlds, nλ, nλ)`
+//!   tensors (O(nλ) tensor operations per solve, not O(nλ³)).
+//! * [`adjoint`]: the exact adjoint of a rollout, from its stored converged steps.
 //! * [`solve`]: the cpu engine's whole solve per world with masks.
 //! * [`assemble`]: one step's problem from the batched collision (the cpu engine's
 //!   [`crate::ncp_fb::NcpFb::assemble`]: explicit and servo actuators, limit rows, contact
@@ -37,8 +39,24 @@
 //!
 //! Not batched (refused by [`NcpBatch::new`], naming the parameter): the `dissipation_weight`
 //! friction residual (the natural map is the default and the only one whose iterates need no
-//! projection), `linear_solver: pcr`, equality rows (the batched scene class has none); and
-//! reverse mode (the adjoint), so far.
+//! projection), `linear_solver: pcr`, equality rows (the batched scene class has none).
+//!
+//! # Cost
+//!
+//! The program is overhead-bound on CPU backends: each tensor operation on a few dozen worlds
+//! costs microseconds of dispatch whatever its size. Three measures keep the operation count
+//! down (measured on box_traversal's 50 control-synthesis instances, 120 steps at 50 ms,
+//! forward only, one thread: 200 s before them, 117 s after; the adjoint's sweep on 1 world ×
+//! 10 steps: 7.6 s before, 1.1 s after):
+//! * slots that are a contact in no world of the batch are dropped in each step
+//!   ([`NcpBatch::skip_idle_slots`], exact);
+//! * the Newton system is built and solved packed ([`dense`], "Packed");
+//! * `J u` and `M⁻¹Jᵀ p` are packed products ([`residual::Problem::packed`]).
+//!
+//! What remains is the batch's slowest world: every world runs the iterations of the one that
+//! needs most (at 50 worlds, steps where one world needs 370 Newton iterations and the mean is
+//! 61), the price of a static program; and the scalar residual rows (the natural map's
+//! branches per contact).
 
 pub mod adjoint;
 pub mod assemble;

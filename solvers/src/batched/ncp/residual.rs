@@ -202,7 +202,9 @@ impl<B: Backend> Problem<B> {
         let [w, r, c] = m.dims();
         let x: burn_tensor::Tensor<B, 2> =
             burn_tensor::Tensor::stack(x.iter().map(|s| s.tensor_like(like)).collect(), 1);
-        let y = (m.clone() * x.reshape([w, 1, c])).sum_dim(2).reshape([w, r]);
+        let y = (m.clone() * x.reshape([w, 1, c]))
+            .sum_dim(2)
+            .reshape([w, r]);
         y.chunk(r, 1)
             .into_iter()
             .map(|t| S::T(t.reshape([w])))
