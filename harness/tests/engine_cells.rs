@@ -87,8 +87,8 @@ fn engine_and_worlds_are_sweep_axes_in_the_id() {
     }
 }
 
-/// ncp_fb with `linear_solver: pcr` on a batched engine (whose ncp_fb solves densely) is
-/// skipped with the reason; the cpu cells and the batched penalty run (or, in a build without
+/// ncp_fb with `friction_residual: dissipation_weight` on a batched engine (whose ncp_fb has
+/// the natural map only) is skipped with the reason; the cpu cells and the batched penalty run (or, in a build without
 /// `burn`, are skipped naming the feature); worlds > 1 on the cpu engine count every world in
 /// `steps_per_s`.
 #[test]
@@ -101,7 +101,7 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
         )
         .replace(
             "  - name: soft_convex\n",
-            "  - name: ncp_fb\n    linear_solver: pcr\n",
+            "  - name: ncp_fb\n    friction_residual: dissipation_weight\n",
         );
     let p = plan_of(tmp.path(), &text);
     let out = tmp.path().join("results");
@@ -126,7 +126,8 @@ fn cells_an_engine_cannot_run_are_skipped_rows_with_the_reason() {
             ("burn-ndarray", "ncp_fb") if burn => {
                 assert_eq!(status, "skipped");
                 assert!(
-                    r.str("reason").contains("linear_solver: pcr"),
+                    r.str("reason")
+                        .contains("friction_residual: dissipation_weight"),
                     "{}",
                     r.str("reason")
                 );

@@ -154,6 +154,8 @@ fn batch(pbs: &[&cpu::Problem]) -> (Problem<Nd>, Vec<Vec<Option<usize>>>) {
                 TensorData::new(active, [w]),
                 &Default::default(),
             )),
+            // Slot c's bodies: block-Jacobi (linear_solver: pcr) groups nothing across slots.
+            bodies: [c, c + 1],
         });
     }
     let j = (0..nl)

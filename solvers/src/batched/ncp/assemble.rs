@@ -51,7 +51,7 @@ use crate::compiled::CompiledModel;
 use crate::geometry::GeomShape;
 use crate::model::{ActuatorKind, JointKind, Model};
 use crate::ncp_fb::residual::FrictionResidual;
-use crate::ncp_fb::solve::{LinearSolver, Settings};
+use crate::ncp_fb::solve::Settings;
 use crate::ncp_fb::{NcpFb, NcpFbParams, ServoForm, ZERO_ROW};
 
 /// Cosine above which two contact normals count as the same direction (as
@@ -94,18 +94,12 @@ impl NcpBatch {
     ///
     /// # Errors
     /// Invalid parameters, or one the batched step does not implement, named:
-    /// `friction_residual: dissipation_weight`, `linear_solver: pcr`, equality constraints.
+    /// `friction_residual: dissipation_weight`, equality constraints.
     pub fn new(model: &Model, params: NcpFbParams) -> Result<Self, String> {
         let cpu = NcpFb::new(params.clone()).map_err(|e| e.to_string())?;
         if params.friction_residual == FrictionResidual::DissipationWeight {
             return Err(
                 "friction_residual: dissipation_weight: the batched ncp_fb has the natural map only; run on the cpu engine"
-                    .into(),
-            );
-        }
-        if params.linear_solver == LinearSolver::Pcr {
-            return Err(
-                "linear_solver: pcr: the batched ncp_fb solves each Newton system densely (LU); run on the cpu engine"
                     .into(),
             );
         }
@@ -521,6 +515,7 @@ fn contact_slots<B: Backend>(
             wn: S::C(1.0),
             wt: S::C(1.0),
             active: active.clone(),
+            bodies: pr.bodies,
         });
         out.contacts.push(ContactSlot {
             geoms: pr.geoms,

@@ -23,6 +23,8 @@
 //!   complement, spec eq. (12)) with its regularization, and the stopping test's measures.
 //! * [`dense`]: the per-world dense solve of the Newton system, packed into `(worlds, nλ, nλ)`
 //!   tensors (O(nλ) tensor operations per solve, not O(nλ³)).
+//! * [`pcr`]: `linear_solver: pcr`, the matrix-free Newton system by preconditioned conjugate
+//!   residuals.
 //! * [`adjoint`]: the exact adjoint of a rollout, from its stored converged steps.
 //! * [`solve`]: the cpu engine's whole solve per world with masks.
 //! * [`assemble`]: one step's problem from the batched collision (the cpu engine's
@@ -39,7 +41,7 @@
 //!
 //! Not batched (refused by [`NcpBatch::new`], naming the parameter): the `dissipation_weight`
 //! friction residual (the natural map is the default and the only one whose iterates need no
-//! projection), `linear_solver: pcr`, equality rows (the batched scene class has none).
+//! projection), equality rows (the batched scene class has none).
 //!
 //! # Cost
 //!
@@ -61,6 +63,7 @@
 pub mod adjoint;
 pub mod assemble;
 pub mod dense;
+pub mod pcr;
 pub mod residual;
 pub mod solve;
 pub mod stepper;

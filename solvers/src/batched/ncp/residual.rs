@@ -40,6 +40,9 @@ pub enum Block<B: Backend> {
         wt: S<B>,
         /// In which worlds the slot is a contact (elsewhere its rows are inert).
         active: M<B>,
+        /// The contact's two bodies (the block-Jacobi preconditioner of `linear_solver: pcr`
+        /// groups the rows of contacts between the same bodies).
+        bodies: [usize; 2],
     },
     /// A joint-limit row (complementarity, like a contact normal).
     Limit {
@@ -211,6 +214,17 @@ impl<B: Backend> Problem<B> {
             .collect()
     }
 
+    /// `M⁻¹ Jᵀ p` (nv).
+    pub fn minv_jt_times(&self, p: &[S<B>]) -> Vec<S<B>> {
+        if let Some(pk) = &self.packed {
+            return Self::packed_product(&pk.minv_jt, p, &pk.like);
+        }
+        self.minv_jt
+            .iter()
+            .map(|row| dot(row.iter().zip(p).map(|(m, x)| m * x)))
+            .collect()
+    }
+
     /// Velocity after the step, `u = u_free + M⁻¹ Jᵀ p` (R1 eliminated), nv.
     pub fn velocity(&self, p: &[S<B>]) -> Vec<S<B>> {
         if let Some(pk) = &self.packed {
@@ -328,6 +342,7 @@ impl<B: Backend> Problem<B> {
                     wn,
                     wt,
                     active,
+                    ..
                 } => {
                     let row = *row;
                     let rows = if *friction { 3 } else { 1 };
@@ -831,6 +846,7 @@ mod tests {
                 wt: col(&|w| w.data[c][2]),
                 mu: col(&|w| w.data[c][3]),
                 active: mask(&ws.iter().map(|w| w.active[c]).collect::<Vec<_>>()),
+                bodies: [0, 1],
             });
         }
         Problem {

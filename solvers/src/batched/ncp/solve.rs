@@ -15,9 +15,11 @@
 use burn_tensor::backend::Backend;
 
 use super::dense::{finite, like, lu_solve, lu_solve_packed, pack};
+use super::pcr::{pcr, SchurSystem};
 use super::residual::{max, Problem};
 use crate::batched::scalar::{M, S};
 use crate::ncp_fb::residual::Friction;
+use crate::ncp_fb::solve::LinearSolver;
 use crate::ncp_fb::solve::{
     Settings, FRICTION_RHO_RATIO, MAX_STAGES, RHO_FACTOR, RHO_MAX, RHO_MIN, RHO_START,
     STAGE_TOLERANCE, STALL_STEP,
@@ -345,7 +347,19 @@ fn from<B: Backend>(
     let mut failed = M::C(false);
     let mut history: Vec<S<B>> = Vec::new();
     let mem = s.nonmonotone_memory.max(1);
-    let direction = |u: &[S<B>], p: &[S<B>], mode: Friction| {
+    let direction = |u: &[S<B>], p: &[S<B>], mode: Friction, part: &M<B>| {
+        if s.linear_solver == LinearSolver::Pcr {
+            let sys = SchurSystem::new(
+                pb,
+                (u, p),
+                &fixed.reg,
+                &fixed.delassus,
+                s.preconditioner,
+                fixed.packed.as_ref().map(|(_, l)| l),
+            );
+            let (dp, ok) = pcr(&sys, part, s.pcr_iterations, s.pcr_tolerance, 0.0);
+            return (dp, ok, sys.theta0);
+        }
         let lin = pb.linearize(u, p, mode);
         let rhs: Vec<S<B>> = lin.r.iter().map(|x| -x).collect();
         let (dp, ok) = match &fixed.packed {
@@ -362,7 +376,7 @@ fn from<B: Backend>(
         }
         let fp = s.full_step_period;
         let full_step = fp > 0 && k % fp != fp - 1;
-        let (dp, ok, theta0) = direction(&u, &p, Friction::Exact);
+        let (dp, ok, theta0) = direction(&u, &p, Friction::Exact, &running);
         // No finite direction: the world stops (a failure if this was its first iteration).
         let no_dir = running.and(&ok.not());
         if k == 0 {
@@ -408,9 +422,13 @@ fn from<B: Backend>(
         };
         let (alpha, th, pt, have) = search(&dp, &running);
         // Stalled worlds (a short step) also try the lagged direction; the better trial is kept.
-        let stalled = running.and(&alpha.lt(&S::C(STALL_STEP)));
+        let stalled = if s.linear_solver == LinearSolver::Dense {
+            running.and(&alpha.lt(&S::C(STALL_STEP)))
+        } else {
+            M::C(false)
+        };
         let (pt, have) = if stalled.any_true() {
-            let (dp2, ok2, _) = direction(&u, &p, Friction::Lagged);
+            let (dp2, ok2, _) = direction(&u, &p, Friction::Lagged, &stalled);
             let (_, th2, pt2, have2) = search(&dp2, &stalled.and(&ok2));
             let better = have2.and(&have.not().or(&th2.lt(&th)));
             let pt: Vec<S<B>> = pt
