@@ -137,6 +137,17 @@ fn a_small_study_runs_end_to_end() {
         r.str("reason")
     );
 
+    // ncp_fb's adjoint counts the steps its gradient cannot be trusted through (the scene's
+    // steps converge: 0); the formulations differentiated through their iterations do not.
+    let r = cell(&rows, "ncp_fb", "cpu", "forward_backward", 1);
+    assert_eq!(r.f64("unconverged_steps"), 0.0, "{}", r.str("reason"));
+    if burn {
+        let r = cell(&rows, "ncp_fb", "burn-ndarray", "forward_backward", 64);
+        assert_eq!(r.f64("unconverged_steps"), 0.0, "{}", r.str("reason"));
+        let r = cell(&rows, "soft_convex", "burn-ndarray", "forward_backward", 64);
+        assert!(r.f64("unconverged_steps").is_nan());
+    }
+
     // Cells that ran measured finite, positive throughput and memory (the binary counts the
     // heap), and every world stayed finite.
     let mut ran = vec![

@@ -470,6 +470,12 @@ pub struct ReversePass {
     pub device_tape_bytes: Option<u64>,
     /// Shards the worlds were split into.
     pub shards: usize,
+    /// ncp_fb (its adjoint): forward steps that ended unconverged or failed, plus backward
+    /// steps whose Newton matrix had no pseudo-inverse, summed over the worlds: through them
+    /// the gradient is not a derivative ([`crate::batched::ncp::adjoint`]). `None` for the
+    /// formulations differentiated through their solver iterations (the gradient of the map
+    /// computed, converged or not).
+    pub unconverged_steps: Option<usize>,
 }
 
 /// The loss weights `w_i = 1 + 0.37 i − 0.05 i²` of the state coordinates `[q; v]` (`n` of

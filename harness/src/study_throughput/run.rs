@@ -355,7 +355,8 @@ fn reverse(
         .map(|k| scene.controls_at(scene.initial.t + k as f64 * h, &scene.initial))
         .collect();
     let live = || crate::heap::process_live();
-    let one = |tape: &mut Option<f64>| -> Result<(f64, f64, usize, usize), CellError> {
+    type One = ((f64, f64, usize, usize), Option<usize>);
+    let one = |tape: &mut Option<f64>| -> Result<One, CellError> {
         if g.engine == "cpu" {
             return cpu_adjoint(catalog, scene, g, n, h, cell.iteration_budget, tape);
         }
@@ -384,14 +385,17 @@ fn reverse(
             .chunks(scene.model.nv.max(1))
             .filter(|g| !g.iter().all(|x| x.is_finite()))
             .count();
-        Ok((r.forward_s, r.backward_s, bad, r.shards))
+        Ok((
+            (r.forward_s, r.backward_s, bad, r.shards),
+            r.unconverged_steps,
+        ))
     };
-    type Timed = (usize, Duration, (f64, f64, usize, usize), Option<f64>);
+    type Timed = (usize, Duration, One, Option<f64>);
     let (out, heap) = crate::heap::measure_process(|| -> Result<Timed, CellError> {
         let mut tape = None;
         let t0 = Instant::now();
         let mut k = 0;
-        let mut last = (f64::NAN, f64::NAN, 0, 0);
+        let mut last = ((f64::NAN, f64::NAN, 0, 0), None);
         while k < iterations {
             last = one(&mut tape)?;
             k += 1;
@@ -401,8 +405,12 @@ fn reverse(
         }
         Ok((k, t0.elapsed(), last, tape))
     });
-    let (k, wall, (fwd, bwd, bad, shards), tape) = out?;
+    let (k, wall, ((fwd, bwd, bad, shards), unconverged), tape) = out?;
     row.set_u64("iterations", k as u64);
+    row.set_f64(
+        "unconverged_steps",
+        unconverged.map_or(f64::NAN, |u| u as f64),
+    );
     row.set_u64("shards", shards as u64);
     row.set_f64("wall_time_s", wall.as_secs_f64());
     row.set_f64(
@@ -454,7 +462,7 @@ fn cpu_adjoint(
     h: f64,
     iteration_budget: Option<usize>,
     tape: &mut Option<f64>,
-) -> Result<(f64, f64, usize, usize), CellError> {
+) -> Result<((f64, f64, usize, usize), Option<usize>), CellError> {
     cpu_reverse_available(&g.formulation)?;
     // An iteration budget is ncp_fb's Newton budget per solve.
     let mut params = g.formulation_params.clone();
@@ -488,12 +496,13 @@ fn cpu_adjoint(
         .iter()
         .map(|(_, peak)| peak.map(|b| b as f64))
         .try_fold(0.0_f64, |acc, p| p.map(|p| acc.max(p)));
-    let mut bad = 0;
+    let (mut bad, mut unconverged) = (0, 0);
     for (r, _) in results {
         let r = r.map_err(CellError::Failed)?;
         if !r.gradient.iter().all(|x| x.is_finite()) {
             bad += 1;
         }
+        unconverged += r.unconverged;
     }
-    Ok((f64::NAN, f64::NAN, bad, 0))
+    Ok(((f64::NAN, f64::NAN, bad, 0), Some(unconverged)))
 }

@@ -328,7 +328,7 @@ fn ncp_pass<B: AutodiffBackend>(
     between();
     let t1 = Instant::now();
     let steps = controls.len();
-    let backward = |tape: adjoint::Tape<Inner<B>>| -> (f64, Vec<Vec<f64>>) {
+    let backward = |tape: adjoint::Tape<Inner<B>>| -> ((f64, Vec<Vec<f64>>), usize) {
         let size = tape.worlds;
         let (q, v) = tape.state(steps);
         let loss: f64 = q
@@ -346,21 +346,30 @@ fn ncp_pass<B: AutodiffBackend>(
             (at(wq), at(wv))
         };
         let g = adjoint::backward::<B>(batch, &tape, device, &seed);
+        let caveats = tape.unconverged_at.iter().map(Vec::len).sum::<usize>()
+            + tape.failed_at.iter().map(Vec::len).sum::<usize>()
+            + g.failed_solves.iter().sum::<usize>();
         (
-            loss,
-            g.v0.iter().map(|x| super::download(x, size)).collect(),
+            (
+                loss,
+                g.v0.iter().map(|x| super::download(x, size)).collect(),
+            ),
+            caveats,
         )
     };
-    let parts = per_shard(tapes, backward);
+    let (parts, caveats): (Vec<_>, Vec<usize>) = per_shard(tapes, backward).into_iter().unzip();
     let backward_s = t1.elapsed().as_secs_f64();
-    gathered(
-        model.nv,
-        &ranges,
-        parts,
-        (before, after),
-        forward_s,
-        backward_s,
-    )
+    ReversePass {
+        unconverged_steps: Some(caveats.iter().sum()),
+        ..gathered(
+            model.nv,
+            &ranges,
+            parts,
+            (before, after),
+            forward_s,
+            backward_s,
+        )
+    }
 }
 
 /// The pass's result from each shard's `(loss, ∂L/∂v₀ per coordinate)` (shard order, `ranges`
@@ -398,6 +407,7 @@ fn gathered(
         backward_s,
         device_tape_bytes,
         shards: ranges.len(),
+        unconverged_steps: None,
     }
 }
 
