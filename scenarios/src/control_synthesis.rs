@@ -114,8 +114,8 @@ pub enum GradientMethod {
     /// `ncp_fb`'s exact adjoint on the batched engine (burn-ndarray, f64): the instances of a
     /// study as one batch of worlds, the gradient by the batched adjoint's reverse sweep over
     /// the stored converged steps ([`crate::control_synthesis_batched`], builds with the `burn`
-    /// feature). The same derivative as [`GradientMethod::Adjoint`] (cross-checked to 1e-6
-    /// relative, `batched_ncp_adjoint.rs`).
+    /// feature). The same derivative as [`GradientMethod::Adjoint`] (knot gradients within
+    /// 1e-6 relative, `control_synthesis_autodiff.rs`; every step's, `batched_ncp_adjoint.rs`).
     AdjointBatched,
 }
 
@@ -695,7 +695,12 @@ fn batched_gradient(
     Ok(KnotGradient {
         loss: p.loss(&g.last),
         task_loss: p.task_loss(&g.last),
-        gradient: g.gradient.unwrap_or_else(|| vec![f64::NAN; p.len()]),
+        // A gradient that is not a derivative (the batched adjoint's caveat) is NaN: never
+        // stepped on.
+        gradient: match (&g.caveat, g.gradient) {
+            (None, Some(x)) => x,
+            _ => vec![f64::NAN; p.len()],
+        },
         success: g.stopped.is_none() && p.success(&g.last),
         last: g.last,
         unconverged_at: g.unconverged_at,
@@ -792,8 +797,8 @@ impl BatchProgress {
 /// calling `after_iteration` with the progress after every iteration.
 ///
 /// # Errors
-/// A build without the `burn` feature, a formulation the batched soft solvers do not run, a
-/// setting they refuse, problems that do not share their shape, a `resume` that is not this
+/// A build without the `burn` feature, a formulation the batched engine does not run with a
+/// gradient, a setting it refuses, problems that do not share their shape, a `resume` that is not this
 /// batch's.
 pub fn synthesize_batched(
     problems: &[ControlProblem],

@@ -56,8 +56,13 @@ struct WorldResult {
     per_step: Option<Vec<DVector<f64>>>,
     /// Steps whose solver ended unconverged (indices).
     unconverged_at: Vec<usize>,
-    /// Why the world cannot be trusted: left the class, or a non-finite state.
+    /// Why the world's rollout is not a result: it left the class, a step failed (ncp_fb),
+    /// or its state became non-finite.
     stopped: Option<String>,
+    /// Why the world's gradient is not a derivative although its rollout is a result (ncp_fb:
+    /// the adjoint's Newton matrix had no pseudo-inverse in some step); its success is still
+    /// judged on the rollout.
+    caveat: Option<String>,
 }
 
 /// The batched soft_convex or signorini of `f` for `model`.
@@ -96,8 +101,8 @@ pub enum Batch {
 /// ([`contactlab_solvers::batched::ncp::adjoint`]).
 ///
 /// # Errors
-/// Another formulation, bad parameters, or a setting the batched ncp_fb refuses (named:
-/// `linear_solver: pcr`, the `dissipation_weight` friction residual, equality rows).
+/// Another formulation, bad parameters, or a setting the batched ncp_fb refuses (named: the
+/// `dissipation_weight` friction residual, equality rows).
 pub fn ncp_batch(
     f: &FormulationChoice,
     model: &contactlab_solvers::Model,
@@ -141,13 +146,37 @@ fn batch_controls(problems: &[&ControlProblem], z: &[&[f64]]) -> Vec<Vec<Vec<f64
         .collect()
 }
 
+/// The reverse sweeps' seeds: the objective's state gradient `(∂L/∂q, ∂L/∂v)` at each world's
+/// final state `last`, per coordinate over the worlds (nq × w, nv × w), zero for a world that
+/// cannot be trusted (`stopped`).
+fn loss_seeds(
+    problems: &[&ControlProblem],
+    last: &[State],
+    stopped: &[Option<String>],
+) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let w = problems.len();
+    let (nq, nv) = (problems[0].model.nq, problems[0].model.nv);
+    let mut lq = vec![vec![0.0; w]; nq];
+    let mut lv = vec![vec![0.0; w]; nv];
+    for k in (0..w).filter(|&k| stopped[k].is_none()) {
+        let (gq, gv) = problems[k].loss_partials(&last[k]);
+        for (j, g) in gq.iter().enumerate() {
+            lq[j][k] = *g;
+        }
+        for (j, g) in gv.iter().enumerate() {
+            lv[j][k] = *g;
+        }
+    }
+    (lq, lv)
+}
+
 /// [`rollout_shard`] for ncp_fb: the batched rollout keeping its converged steps
 /// ([`adjoint::rollout`], burn-ndarray f64), then, with `grad`, the adjoint's backward sweep
 /// ([`adjoint::backward`]) seeded per world with the objective's state gradient at its final
 /// state. A world is stopped where it left the batched engine's class, where its state became
-/// non-finite, or where a step failed (the state was held: not the cpu engine's rollout); the
-/// steps whose Newton matrix had no pseudo-inverse make the gradient not a derivative and stop
-/// the world too, with the count.
+/// non-finite, or where a step failed (the state was held: not the cpu engine's rollout); steps
+/// whose Newton matrix had no pseudo-inverse make its gradient not a derivative (its `caveat`,
+/// with the count: Adam does not step on it, its rollout still counts).
 fn rollout_shard_ncp(
     batch: &NcpBatch,
     problems: &[&ControlProblem],
@@ -194,18 +223,9 @@ fn rollout_shard_ncp(
             }
         })
         .collect();
+    let mut caveats: Vec<Option<String>> = vec![None; w];
     let per_step = grad.then(|| {
-        let mut lq = vec![vec![0.0; w]; nq];
-        let mut lv = vec![vec![0.0; w]; nv];
-        for k in (0..w).filter(|&k| stopped[k].is_none()) {
-            let (gq, gv) = problems[k].loss_partials(&last[k]);
-            for (j, g) in gq.iter().enumerate() {
-                lq[j][k] = *g;
-            }
-            for (j, g) in gv.iter().enumerate() {
-                lv[j][k] = *g;
-            }
-        }
+        let (lq, lv) = loss_seeds(problems, &last, &stopped);
         let n = tape.len();
         let tensors = |xs: &[Vec<f64>]| -> Vec<S<NdArrayF64>> {
             xs.iter().map(|x| S::T(upload(x.clone(), &device))).collect()
@@ -220,7 +240,7 @@ fn rollout_shard_ncp(
         });
         for (k, &f) in g.failed_solves.iter().enumerate() {
             if f > 0 && stopped[k].is_none() {
-                stopped[k] = Some(format!(
+                caveats[k] = Some(format!(
                     "the adjoint's Newton matrix had no finite pseudo-inverse in {f} steps: the gradient is not a derivative"
                 ));
             }
@@ -247,6 +267,7 @@ fn rollout_shard_ncp(
             per_step: per_step.as_mut().and_then(|p| p[k].take()),
             unconverged_at: tape.unconverged_at[k].clone(),
             stopped: stopped[k].take(),
+            caveat: caveats[k].take(),
         })
         .collect()
 }
@@ -267,20 +288,7 @@ fn rollout_shard(
     let controls = batch_controls(problems, z);
     let fwd = sweep::forward(batch, &initial, &controls, h);
     let per_step = grad.then(|| {
-        // Seed: the objective's state gradient per world, zero for a world that cannot be
-        // trusted.
-        let (nq, nv) = (p0.model.nq, p0.model.nv);
-        let mut lq = vec![vec![0.0; w]; nq];
-        let mut lv = vec![vec![0.0; w]; nv];
-        for k in (0..w).filter(|&k| fwd.stopped[k].is_none()) {
-            let (gq, gv) = problems[k].loss_partials(&fwd.last[k]);
-            for (j, g) in gq.iter().enumerate() {
-                lq[j][k] = *g;
-            }
-            for (j, g) in gv.iter().enumerate() {
-                lv[j][k] = *g;
-            }
-        }
+        let (lq, lv) = loss_seeds(problems, &fwd.last, &fwd.stopped);
         let adj = sweep::backward(batch, &fwd, &controls, h, lq, lv);
         (0..w)
             .map(|k| {
@@ -298,6 +306,7 @@ fn rollout_shard(
             per_step: per_step.as_mut().and_then(|p| p[k].take()),
             unconverged_at: fwd.unconverged_at[k].clone(),
             stopped: fwd.stopped[k].clone(),
+            caveat: None,
         })
         .collect()
 }
@@ -330,21 +339,25 @@ pub struct BatchGradient {
     /// The final state.
     pub last: State,
     /// `dL/dz` (K nu, m²/(rad/s)) of the objective [`ControlProblem::loss`]; `None` for an
-    /// evaluation without a gradient, or a world that cannot be trusted (`stopped`).
+    /// evaluation without a gradient. Where `stopped` or `caveat` is set it is not a
+    /// derivative (zero for a stopped world, whose seed is zero).
     pub gradient: Option<Vec<f64>>,
     /// Steps whose solver ended unconverged (indices; t = (i + 1) h after step i).
     pub unconverged_at: Vec<usize>,
-    /// Why the world's rollout is not a result: it left the batched engine's scene class, or
-    /// its state became non-finite.
+    /// Why the world's rollout is not a result: it left the batched engine's scene class, a
+    /// step failed (ncp_fb), or its state became non-finite.
     pub stopped: Option<String>,
+    /// Why the gradient is not a derivative although the rollout is a result (ncp_fb: the
+    /// adjoint's Newton matrix had no pseudo-inverse in some step).
+    pub caveat: Option<String>,
 }
 
 /// The rollouts of `problems` under knots `z` as one batch (module doc) and, with `grad`, each
 /// objective's knot gradient by reverse mode.
 ///
 /// # Errors
-/// A formulation the batched soft solvers do not run, a setting they refuse (named), or
-/// problems that do not share their shape.
+/// A formulation the batched engine does not run with a gradient (soft_convex, signorini and
+/// ncp_fb do), a setting it refuses (named), or problems that do not share their shape.
 pub fn knot_gradients(
     problems: &[ControlProblem],
     f: &FormulationChoice,
@@ -365,6 +378,7 @@ pub fn knot_gradients(
             last: r.last,
             unconverged_at: r.unconverged_at,
             stopped: r.stopped,
+            caveat: r.caveat,
         })
         .collect())
 }
@@ -391,8 +405,8 @@ fn check_shapes(problems: &[ControlProblem], z: &[Vec<f64>]) -> Result<(), Strin
 /// timestep, horizon, knots and parametrization.
 ///
 /// # Errors
-/// A formulation the batched soft solvers do not run, a setting they refuse, or problems that
-/// do not share their shape.
+/// A formulation the batched engine does not run with a gradient, a setting it refuses, or
+/// problems that do not share their shape.
 pub fn synthesize_batch(
     problems: &[ControlProblem],
     f: &FormulationChoice,
@@ -477,7 +491,7 @@ pub fn synthesize_batch_resumable(
                 o.iterations_to_success = Some(it);
                 continue;
             }
-            if let Some(why) = r.stopped {
+            if let Some(why) = r.stopped.or(r.caveat) {
                 o.stopped = Some(format!("iterate {it}: {why}"));
                 continue;
             }

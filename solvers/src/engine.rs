@@ -470,9 +470,9 @@ pub struct ReversePass {
     pub device_tape_bytes: Option<u64>,
     /// Shards the worlds were split into.
     pub shards: usize,
-    /// ncp_fb (its adjoint): forward steps that ended unconverged or failed, plus backward
-    /// steps whose Newton matrix had no pseudo-inverse, summed over the worlds: through them
-    /// the gradient is not a derivative ([`crate::batched::ncp::adjoint`]). `None` for the
+    /// ncp_fb (its adjoint): forward steps that ended unconverged or failed, backward steps
+    /// whose Newton matrix had no pseudo-inverse, and worlds that left the batched scene class,
+    /// summed over the worlds: through them the gradient is not a derivative ([`crate::batched::ncp::adjoint`]). `None` for the
     /// formulations differentiated through their solver iterations (the gradient of the map
     /// computed, converged or not).
     pub unconverged_steps: Option<usize>,

@@ -490,7 +490,7 @@ pub const COLUMNS: &[ColumnDef] = &[
     c("host_heap_peak_bytes", Kind::F64, "process heap peak above the cell's start, on every backend (host side of a GPU cell)"),
     c("device_reserved_bytes", Kind::F64, "GPU backends: bytes the CubeCL client reserved from the device (pools)"),
     c("nonfinite_worlds", Kind::U64, "worlds whose end state is not finite"),
-    c("unconverged_steps", Kind::F64, "forward_backward, tape: ncp_fb's adjoint (cpu and batched) in the last iteration: forward steps that ended unconverged or failed (and, batched, backward steps without a pseudo-inverse), summed over worlds; through them the gradient is not a derivative. NaN where not counted (forward cells; formulations differentiated through their iterations)"),
+    c("unconverged_steps", Kind::F64, "forward_backward, tape: ncp_fb's adjoint (cpu and batched) in the last iteration: forward steps that ended unconverged or failed (and, batched, backward steps without a pseudo-inverse and worlds that left the batched scene class), summed over worlds; through them the gradient is not a derivative. NaN where not counted (forward cells; formulations differentiated through their iterations)"),
     c("peak_rss_mib", Kind::F64, "process peak resident memory when the cell finished (MiB; process-wide, monotone over the run)"),
 ];
 

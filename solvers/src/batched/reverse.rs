@@ -348,7 +348,8 @@ fn ncp_pass<B: AutodiffBackend>(
         let g = adjoint::backward::<B>(batch, &tape, device, &seed);
         let caveats = tape.unconverged_at.iter().map(Vec::len).sum::<usize>()
             + tape.failed_at.iter().map(Vec::len).sum::<usize>()
-            + g.failed_solves.iter().sum::<usize>();
+            + g.failed_solves.iter().sum::<usize>()
+            + tape.left.iter().filter(|l| l.is_some()).count();
         (
             (
                 loss,

@@ -78,8 +78,7 @@ pub struct NcpBatch {
     /// of its mask per candidate and step). Exact: an inert slot's rows are zero in J, r = p,
     /// and change no other row's arithmetic (they only add operations on zeros, module doc of
     /// [`super`]); on box_traversal most wheel–box and chassis candidates are idle. Default
-    /// true; off, every candidate found in some world keeps its slot (tests that compare slot
-    /// layouts).
+    /// true; off, every candidate found in some world keeps its slot.
     pub skip_idle_slots: bool,
     /// The model with only the explicit actuators (for the smooth forces).
     explicit: Model,

@@ -9,8 +9,9 @@
 //! needs (another line-search trial, the stalled worlds' lagged direction, a continuation
 //! stage, the second pass, the polish) is skipped on the host after reading one mask back, as
 //! the batched soft solvers skip idle iterations. The cost of a batch is that of its slowest
-//! world. Only the dense linear solve is batched ([`super::dense`]; `linear_solver: pcr` is
-//! refused by the batched step's builder).
+//! world. The Newton direction is the packed dense solve ([`super::dense`]) or, with
+//! `linear_solver: pcr`, preconditioned conjugate residuals on the lagged symmetric system
+//! ([`super::pcr`]), as the cpu engine's.
 
 use burn_tensor::backend::Backend;
 
