@@ -483,9 +483,14 @@ pub fn synthesize_batch_resumable(
             o.unconverged.push(r.unconverged_at.len());
             o.last = Some(r.last);
             let g = r.per_step.map(|s| p.knot_gradient(&s));
-            if let Some(g) = &g {
-                o.gradient_norms
-                    .push(g.iter().map(|x| x * x).sum::<f64>().sqrt());
+            // A stopped world's gradient is the zero of its zeroed seed, not a gradient: no norm;
+            // one that is not a derivative (a caveat) is recorded as NaN.
+            match (&g, &r.stopped, &r.caveat) {
+                (Some(g), None, None) => o
+                    .gradient_norms
+                    .push(g.iter().map(|x| x * x).sum::<f64>().sqrt()),
+                (Some(_), None, Some(_)) => o.gradient_norms.push(f64::NAN),
+                _ => {}
             }
             if success {
                 o.iterations_to_success = Some(it);
