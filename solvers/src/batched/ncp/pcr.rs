@@ -161,9 +161,9 @@ impl<'a, B: Backend> SchurSystem<'a, B> {
     }
 }
 
-/// `Σ a_i b_i` per world.
+/// `Σ a_i b_i` per world, in order ([`super::residual::dot`]).
 fn dot<B: Backend>(a: &[S<B>], b: &[S<B>]) -> S<B> {
-    a.iter().zip(b).fold(S::zero(), |acc, (x, y)| acc + x * y)
+    super::residual::dot(a.iter().zip(b).map(|(x, y)| x * y))
 }
 
 /// `a + s b` where `m`, else `a`.

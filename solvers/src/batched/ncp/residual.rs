@@ -151,7 +151,7 @@ pub fn fb<B: Backend>(a: &S<B>, b: &S<B>, eps: f64) -> (S<B>, S<B>, S<B>) {
 }
 
 /// `Σ_k a_k b_k`, summed from k = 0 in order (nalgebra's gemv and gemm on these sizes).
-fn dot<B: Backend>(a: impl Iterator<Item = S<B>>) -> S<B> {
+pub(super) fn dot<B: Backend>(a: impl Iterator<Item = S<B>>) -> S<B> {
     a.fold(S::zero(), |acc, x| acc + x)
 }
 
@@ -227,14 +227,10 @@ impl<B: Backend> Problem<B> {
 
     /// Velocity after the step, `u = u_free + M⁻¹ Jᵀ p` (R1 eliminated), nv.
     pub fn velocity(&self, p: &[S<B>]) -> Vec<S<B>> {
-        if let Some(pk) = &self.packed {
-            let mp = Self::packed_product(&pk.minv_jt, p, &pk.like);
-            return self.u_free.iter().zip(mp).map(|(uf, x)| uf + &x).collect();
-        }
-        self.minv_jt
+        self.u_free
             .iter()
-            .zip(&self.u_free)
-            .map(|(row, uf)| uf + &dot(row.iter().zip(p).map(|(m, x)| m * x)))
+            .zip(self.minv_jt_times(p))
+            .map(|(uf, x)| uf + &x)
             .collect()
     }
 

@@ -84,8 +84,8 @@ struct Fixed<B: Backend> {
 /// projected), their projection onto p_n ≥ 0, ‖p_f‖ ≤ μ p_n with the residual and NCP
 /// criterion of the projected iterate.
 pub fn solve<B: Backend>(pb: &Problem<B>, s: &Settings) -> Solution<B> {
-    let packed = pb.clone().packed();
-    let pb = &packed;
+    let with_packed = pb.clone().packed();
+    let pb = &with_packed;
     let delassus = pb.delassus();
     let reg = pb.regularization(s.regularization, s.friction_regularization, &delassus);
     let packed = like(delassus.iter().flatten()).map(|l| (pack(&delassus, &l), l));
